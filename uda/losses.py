@@ -1,0 +1,110 @@
+"""UDA loss maths as small pure functions (plain tensors in, tensors out).
+
+Each function matches google-research/uda ``text/uda.py`` (``get_tsa_threshold``, the TSA mask in
+``get_sup_loss``/``model_fn`` and ``kl_for_log_probs``/the ``unsup`` branch). ``None`` always means
+"off". All probability maths runs in float32 whatever dtype the logits arrive in.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+# A finite stand-in for -inf logits (masked-out classes, e.g. padding positions in QA span
+# distributions): softmax still gives them probability 0, but p * (log p - log q) stays 0 instead
+# of 0 * (-inf - -inf) = NaN, in the forward and the backward pass.
+_MASKED_LOGIT = -1e9
+
+
+def tsa_threshold(schedule: Optional[str], progress: float, num_classes: int) -> float:
+    """Training Signal Annealing threshold eta_t = alpha_t * (1 - 1/K) + 1/K.
+
+    ``progress`` = global_step / num_train_steps in [0, 1].
+      linear: alpha = p                 # [0, 1]
+      exp:    alpha = exp(5 (p - 1))    # [exp(-5), 1] = [6.7e-3, 1]
+      log:    alpha = 1 - exp(-5 p)     # [0, 1 - exp(-5)] = [0, 0.993]
+    ``None`` turns TSA off: the threshold is 1.0, so no example is ever dropped.
+    """
+    if schedule is None:
+        return 1.0
+    if num_classes < 2:
+        raise ValueError(f"num_classes must be >= 2, got {num_classes}")
+    p = min(max(float(progress), 0.0), 1.0)
+    if schedule == "linear":
+        alpha = p
+    elif schedule == "exp":
+        alpha = math.exp((p - 1.0) * 5.0)
+    elif schedule == "log":
+        alpha = 1.0 - math.exp(-p * 5.0)
+    else:
+        raise ValueError(f"unknown TSA schedule {schedule!r}: use 'linear', 'exp', 'log' or None")
+    return alpha * (1.0 - 1.0 / num_classes) + 1.0 / num_classes
+
+
+def tsa_supervised_loss(
+    per_example_loss: torch.Tensor, correct_prob: torch.Tensor, threshold: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask out labelled examples the model is already sure of.
+
+    per_example_loss: (B,) cross-entropy of each labelled example.
+    correct_prob:     (B,) model probability of the *gold* label (not the max probability).
+    An example is dropped when correct_prob > threshold (strictly). The mask carries no gradient.
+    Returns (loss, mask) with loss = sum(loss * mask) / max(sum(mask), 1): an all-masked batch
+    gives 0, not NaN.
+    """
+    mask = (correct_prob.detach() <= threshold).to(per_example_loss.dtype)
+    loss = (per_example_loss * mask).sum() / mask.sum().clamp(min=1.0)
+    return loss, mask
+
+
+def kl_divergence(target_log_probs: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
+    """Per-example KL(target || q) = sum_c p_c (log p_c - log q_c), over the last dim. (B, C) -> (B,)."""
+    p = target_log_probs.exp()
+    return (p * (target_log_probs - log_probs)).sum(dim=-1)
+
+
+def consistency_loss(
+    ori_logits: torch.Tensor,
+    aug_logits: torch.Tensor,
+    temperature: Optional[float] = None,
+    confidence: Optional[float] = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """UDA consistency loss between the original view (target) and the augmented view.
+
+    ori_logits, aug_logits: (B, C). Classes that do not exist for an example may be given as -inf
+    (or any very negative logit) in both; they contribute exactly 0.
+    target = softmax(ori_logits / temperature), computed without gradient (stop-gradient: no
+    gradient ever reaches ``ori_logits``). ``temperature=None`` means no sharpening.
+    mask = 1 where max softmax(ori_logits) (the *unsharpened* probabilities) > confidence
+    (strictly); ``confidence=None`` keeps every example.
+    loss = sum(KL(target || softmax(aug_logits)) * mask) / B: masked examples still count in the
+    denominator (the reference's reduce_mean over all unlabelled examples).
+    Returns (loss, mask).
+    """
+    if ori_logits.shape != aug_logits.shape:
+        raise ValueError(f"ori_logits {tuple(ori_logits.shape)} and aug_logits {tuple(aug_logits.shape)} differ")
+    with torch.no_grad():
+        ori = ori_logits.detach().float().clamp(min=_MASKED_LOGIT)
+        if temperature is not None:
+            target_log_probs = F.log_softmax(ori / temperature, dim=-1)
+        else:
+            target_log_probs = F.log_softmax(ori, dim=-1)
+        if confidence is not None:
+            max_prob = F.softmax(ori, dim=-1).max(dim=-1).values
+            mask = (max_prob > confidence).float()
+        else:
+            mask = torch.ones(ori.shape[0], device=ori.device)
+    aug_log_probs = F.log_softmax(aug_logits.float().clamp(min=_MASKED_LOGIT), dim=-1)
+    per_example = kl_divergence(target_log_probs, aug_log_probs)
+    loss = (per_example * mask).sum() / max(per_example.shape[0], 1)
+    return loss, mask
+
+
+def total_loss(sup_loss: torch.Tensor, unsup_loss: Optional[torch.Tensor], lambda_u: float) -> torch.Tensor:
+    """total = sup + lambda_u * unsup (unsup None or lambda_u == 0: supervised only)."""
+    if unsup_loss is None or lambda_u == 0:
+        return sup_loss
+    return sup_loss + lambda_u * unsup_loss
