@@ -1,0 +1,162 @@
+"""Text classification (IMDB sentiment and any K-class text set) as a Task."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from augment.build import build_augmenter
+from tasks.base import SupervisedOutput, TaskData
+from tasks.text_data import load_text_classification
+from uda.evaluation import length_sorted_batches, run_inference
+from uda.hub import resolve_model_path
+
+_BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
+
+
+def clean_text(text: str) -> str:
+    """IMDB reviews carry HTML line breaks; the model should see whitespace instead."""
+    return _BR.sub(" ", text)
+
+
+def accuracy_and_macro_f1(preds: np.ndarray, labels: np.ndarray, num_classes: int) -> dict[str, float]:
+    """Accuracy, and macro-F1 over classes (classes absent from both preds and labels are skipped)."""
+    out = {"accuracy": float((preds == labels).mean()) if len(labels) else 0.0}
+    f1s = []
+    for c in range(num_classes):
+        tp = int(((preds == c) & (labels == c)).sum())
+        fp = int(((preds == c) & (labels != c)).sum())
+        fn = int(((preds != c) & (labels == c)).sum())
+        if tp + fp + fn == 0:
+            continue
+        f1s.append(2 * tp / (2 * tp + fp + fn))
+    out["macro_f1"] = float(np.mean(f1s)) if f1s else 0.0
+    return out
+
+
+class TextClassificationTask:
+    name = "text_classification"
+    main_metric = "accuracy"
+
+    def __init__(self) -> None:
+        self.tokenizer = None
+        self.label_names: list[str] = []
+        self.tsa_num_classes = 2
+        self.augmenter = None
+        self.rng = np.random.default_rng(0)
+        self.max_length = 128
+        self.model_path = ""
+
+    # ------------------------------------------------------------------ setup
+    def setup(self, cfg: Any) -> TaskData:
+        from transformers import AutoTokenizer
+
+        data = load_text_classification(cfg.data, cfg.seed)
+        self.label_names = list(data.label_names)
+        self.tsa_num_classes = len(self.label_names)
+        self.max_length = cfg.model.max_length
+        self.model_path = resolve_model_path(cfg.model.name_or_path)
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            self.model_path, trust_remote_code=cfg.model.trust_remote_code
+        )
+        self.tokenizer.truncation_side = cfg.model.truncation_side
+        self.rng = np.random.default_rng(cfg.seed + 1)
+        needs_unlabeled = cfg.uda.lambda_u > 0
+        if needs_unlabeled:
+            self.augmenter = build_augmenter(cfg.augment, [u["text"] for u in data.unlabeled])
+        return TaskData(train=data.train, dev=data.dev, test=data.test,
+                        unlabeled=data.unlabeled if needs_unlabeled else [], info=data.info)
+
+    def build_model(self, cfg: Any) -> torch.nn.Module:
+        from transformers import AutoConfig, AutoModelForSequenceClassification
+
+        id2label = dict(enumerate(self.label_names))
+        kwargs: dict = {}
+        if cfg.model.dropout is not None:
+            kwargs.update(hidden_dropout_prob=cfg.model.dropout, attention_probs_dropout_prob=cfg.model.dropout)
+        config = AutoConfig.from_pretrained(
+            self.model_path, num_labels=len(self.label_names), id2label=id2label,
+            label2id={v: k for k, v in id2label.items()}, trust_remote_code=cfg.model.trust_remote_code, **kwargs,
+        )
+        return AutoModelForSequenceClassification.from_pretrained(
+            self.model_path, config=config, trust_remote_code=cfg.model.trust_remote_code
+        )
+
+    # ------------------------------------------------------------------ batches
+    def _encode(self, texts: Sequence[str]) -> dict:
+        return dict(self.tokenizer([clean_text(t) for t in texts], truncation=True, max_length=self.max_length,
+                                   padding=True, return_tensors="pt"))
+
+    def collate_labeled(self, examples: list) -> dict:
+        batch = self._encode([e["text"] for e in examples])
+        batch["labels"] = torch.tensor([e["label"] for e in examples], dtype=torch.long)
+        return batch
+
+    def collate_unlabeled(self, examples: list) -> tuple[dict, dict]:
+        texts = [e["text"] for e in examples]
+        augmented = self.augmenter(texts, self.rng)
+        return self._encode(texts), self._encode(augmented)
+
+    # ------------------------------------------------------------------ losses
+    def supervised(self, model: torch.nn.Module, batch: dict) -> SupervisedOutput:
+        labels = batch["labels"]
+        logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits.float()  # (B, K)
+        per_example = F.cross_entropy(logits, labels, reduction="none")
+        probs = logits.softmax(-1)
+        gold_prob = probs.gather(1, labels[:, None]).squeeze(1)
+        correct = (logits.argmax(-1) == labels).float()
+        return SupervisedOutput(per_example_loss=per_example, gold_prob=gold_prob, correct=correct)
+
+    def consistency_logits(self, model: torch.nn.Module, batch: dict) -> list[torch.Tensor]:
+        return [model(**batch).logits]  # [(B, K)]
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, model: torch.nn.Module, examples: Sequence[Any], accelerator: Any,
+                 batch_size: int, split: str, out_dir: Any = None) -> dict[str, float]:
+        texts = [clean_text(e["text"]) for e in examples]
+        encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]
+        batches = length_sorted_batches([len(ids) for ids in encoded], batch_size)
+
+        def collate(indices: list[int]) -> dict:
+            feats = [{"input_ids": encoded[i]} for i in indices]
+            batch = dict(self.tokenizer.pad(feats, return_tensors="pt"))
+            batch["index"] = torch.tensor(indices, dtype=torch.long)
+            return batch
+
+        def forward(batch: dict) -> torch.Tensor:
+            return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
+
+        indices, logits = run_inference(forward, batches, collate, accelerator)
+        preds = np.empty(len(examples), dtype=np.int64)
+        preds[indices] = logits.argmax(-1).numpy()
+        labels = np.array([e["label"] for e in examples], dtype=np.int64)
+        metrics = accuracy_and_macro_f1(preds, labels, len(self.label_names))
+        metrics["num_examples"] = int(len(indices))
+        if out_dir is not None and accelerator.is_main_process:
+            path = Path(out_dir) / f"predictions_{split}.jsonl"
+            probs = torch.softmax(logits, -1).numpy()
+            order = np.argsort(indices)
+            with path.open("w", encoding="utf-8") as f:
+                for j in order:
+                    i = int(indices[j])
+                    f.write(json.dumps({"id": examples[i].get("id"), "label": int(labels[i]),
+                                        "pred": int(preds[i]), "probs": [round(float(x), 6) for x in probs[j]]}) + "\n")
+        return metrics
+
+    def save(self, model: torch.nn.Module, out_dir: Any) -> None:
+        out = Path(out_dir)
+        model.save_pretrained(out)
+        self.tokenizer.save_pretrained(out)
+        (out / "label_names.json").write_text(json.dumps(self.label_names), encoding="utf-8")
+
+    def state_dict(self) -> dict:
+        return {"rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]

