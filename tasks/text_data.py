@@ -653,7 +653,12 @@ def load_text_classification(cfg: DataConfig, seed: int) -> TextClassificationDa
                             f"lower --data.num_labeled or add data")
 
     if cfg.id_order_file:
-        train_idx = _select_by_order(cfg.id_order_file, pool, labelled_idx, y_pool, per, lm)
+        order_file = cfg.id_order_file
+        data_path = resolve_data_path(cfg)
+        if not Path(order_file).expanduser().exists() and data_path and Path(data_path).is_dir() \
+                and (Path(data_path) / order_file).is_file():
+            order_file = str(Path(data_path) / order_file)  # a bare name is looked up in the data folder
+        train_idx = _select_by_order(order_file, pool, labelled_idx, y_pool, per, lm)
         selection = f"id_order_file {cfg.id_order_file}"
     else:
         rng = _rng(seed, 0)

@@ -221,8 +221,8 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
                             "train/examples_per_sec": window_examples / elapsed,
                             "train/steps_per_sec": window_steps / elapsed})
             logger.log(done, scalars)
-            bar.set_postfix({k.split("/")[-1] if k != "train/loss" else "loss": f"{scalars[k]:.4f}"
-                             for k in ("train/loss", "sup/loss", "unsup/loss") if k in scalars})
+            bar.set_postfix({name: f"{scalars[k]:.4f}" for name, k in
+                             (("loss", "train/loss"), ("sup", "sup/loss"), ("unsup", "unsup/loss")) if k in scalars})
             window, window_steps, window_examples, window_t0 = {}, 0, 0, time.time()
         bar.update(1)
         if done % cfg.train.eval_every == 0 or done == cfg.train.max_steps:
