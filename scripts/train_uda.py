@@ -28,12 +28,13 @@ def main(argv: list[str]) -> int:
         return 2
 
     from tasks.text_data import DataError
+    from uda.checkpoint import CheckpointError
     from uda.hub import OfflineError
-    from uda.train import train
+    from uda.train import NonFiniteLossError, train
 
     try:
         train(cfg)
-    except (ConfigError, DataError, OfflineError) as e:
+    except (ConfigError, DataError, OfflineError, CheckpointError, NonFiniteLossError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from augment.build import build_augmenter
 from tasks.base import SupervisedOutput, TaskData
-from tasks.text_data import load_text_classification
+from tasks.text_data import DataError, load_text_classification
 from uda.evaluation import length_sorted_batches, run_inference
 from uda.hub import resolve_model_path
 
@@ -69,9 +69,31 @@ class TextClassificationTask:
         self.rng = np.random.default_rng(cfg.seed + 1)
         needs_unlabeled = cfg.uda.lambda_u > 0
         if needs_unlabeled:
-            self.augmenter = build_augmenter(cfg.augment, [u["text"] for u in data.unlabeled])
+            self.augmenter = self._build_augmenter(cfg.augment, data.unlabeled)
         return TaskData(train=data.train, dev=data.dev, test=data.test,
                         unlabeled=data.unlabeled if needs_unlabeled else [], info=data.info)
+
+    @staticmethod
+    def _build_augmenter(cfg: Any, unlabeled: list[dict]) -> Any:
+        """The augmenter; a precomputed file that is missing, broken or lacks some unlabelled text is
+        an error now, before training, rather than hours into it."""
+        texts = [u["text"] for u in unlabeled]
+        if cfg.method != "precomputed":
+            return build_augmenter(cfg, texts)
+        if not Path(cfg.file).expanduser().is_file():
+            raise DataError(f"--augment.file '{cfg.file}' does not exist; give the file of precomputed augmented "
+                            f"copies, or use another --augment.method")
+        try:
+            augmenter = build_augmenter(cfg, texts)
+        except (ValueError, OSError) as e:
+            raise DataError(f"--augment.file '{cfg.file}': {e}") from None
+        lookup = augmenter.augmenters[0] if hasattr(augmenter, "augmenters") else augmenter  # first stage
+        missing = [u for u in unlabeled if u["text"] not in lookup]
+        if missing:
+            raise DataError(f"--augment.file '{cfg.file}' has no augmented copy for {len(missing)} of the "
+                            f"{len(unlabeled)} unlabelled texts (the first: id '{missing[0]['id']}', "
+                            f"{missing[0]['text'][:60]!r}); regenerate it for this data")
+        return augmenter
 
     def build_model(self, cfg: Any) -> torch.nn.Module:
         from transformers import AutoConfig, AutoModelForSequenceClassification
@@ -114,7 +136,7 @@ class TextClassificationTask:
         return SupervisedOutput(per_example_loss=per_example, gold_prob=gold_prob, correct=correct)
 
     def consistency_logits(self, model: torch.nn.Module, batch: dict) -> list[torch.Tensor]:
-        return [model(**batch).logits]  # [(B, K)]
+        return [model(**batch).logits.float()]  # [(B, K)]; float32 whatever the compute dtype
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, model: torch.nn.Module, examples: Sequence[Any], accelerator: Any,
@@ -156,7 +178,7 @@ class TextClassificationTask:
         (out / "label_names.json").write_text(json.dumps(self.label_names), encoding="utf-8")
 
     def state_dict(self) -> dict:
-        return {"rng": self.rng.bit_generator.state}
+        return {"rng": self.rng.bit_generator.state}  # plain dict of ints: torch.load(weights_only=True) reads it
 
     def load_state_dict(self, state: dict) -> None:
         self.rng.bit_generator.state = state["rng"]

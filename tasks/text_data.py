@@ -459,12 +459,14 @@ class _LabelMap:
         if isinstance(value, str):
             if value in self.index:
                 return self.index[value]
-            raise DataError(f"{where}: unknown label '{value}'; expected one of {self.names} "
-                            f"(set --data.label_names to the full list of class names)")
+            raise DataError(f"{where}: unknown label '{value}'; expected one of {self.names} (label set from "
+                            f"{self.mode}): the splits' label sets differ. Fix the label, or set --data.label_names "
+                            f"to the full list of class names")
         if isinstance(value, int):
             if 0 <= value < len(self.names):
                 return value
-            raise DataError(f"{where}: label {value} is out of range for {len(self.names)} classes {self.names}; "
+            raise DataError(f"{where}: label {value} is out of range for {len(self.names)} classes {self.names} "
+                            f"(label set from {self.mode}); "
                             f"fix the label or set --data.label_names to all class names")
         raise DataError(f"{where}: label {value!r} is neither a class index nor a class name from {self.names}")
 

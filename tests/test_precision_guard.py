@@ -1,0 +1,143 @@
+"""Mixed precision (bf16 autocast on the CPU; fp16 with loss scaling where a GPU exists) and the
+non-finite loss guard: NaN/inf steps are skipped and counted, a run of them stops training with a
+message naming the last good checkpoint, and that checkpoint resumes."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+import uda.train
+from tasks import get_task
+from tests.trainkit import metric_lines, model_dir, run, tiny_config, training_lines, weights  # noqa: F401
+from uda import checkpoint
+from uda.config import ConfigError
+from uda.train import NonFiniteLossError
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+class DtypeSpyTask:
+    """The real task, recording the dtype an encoder layer computes in."""
+
+    def __init__(self) -> None:
+        self.inner, self.dtypes = get_task("text_classification"), set()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def build_model(self, cfg):
+        model = self.inner.build_model(cfg)
+        query = model.bert.encoder.layer[0].attention.self.query
+        query.register_forward_hook(lambda mod, args, out: self.dtypes.add(out.dtype))
+        return model
+
+
+def test_bf16_autocast_on_cpu_keeps_losses_in_float32(model_dir, tiny_text_data, tmp_path, monkeypatch):  # noqa: F811
+    seen = []
+    real = uda.train.consistency_loss
+
+    def spy(ori, aug, *args):
+        seen.append((ori.dtype, aug.dtype))
+        return real(ori, aug, *args)
+
+    monkeypatch.setattr(uda.train, "consistency_loss", spy)
+    task = DtypeSpyTask()
+    out = tmp_path / "bf16"
+    results = run(tiny_config(model_dir, tiny_text_data, out, **{
+        "train.mixed_precision": "bf16", "train.max_steps": 6, "train.eval_every": 3, "train.log_every": 1}), task)
+    assert torch.bfloat16 in task.dtypes  # the encoder ran under bf16 autocast
+    assert seen and set(seen) == {(torch.float32, torch.float32)}  # the consistency loss got float32 logits
+    lines = training_lines(out)
+    assert len(lines) == 6 and all(math.isfinite(v) for line in lines for v in line.values())
+    assert results["mixed_precision"] == "bf16" and results["nonfinite_skipped_steps"] == 0
+    assert results["test"]["num_examples"] == 60
+    assert all(w.dtype == torch.float32 for w in weights(out / "model").values())  # master weights stay fp32
+    print(f"bf16: losses {[round(line['train/loss'], 4) for line in lines]}, test {results['test']}")
+
+
+def test_fp16_on_cpu_is_refused(model_dir, tiny_text_data, tmp_path):  # noqa: F811
+    if torch.accelerator.is_available():
+        pytest.skip("this machine has an accelerator; see test_fp16_with_loss_scaling_on_gpu")
+    with pytest.raises(ConfigError, match="train.mixed_precision=fp16 needs a GPU"):
+        run(tiny_config(model_dir, tiny_text_data, tmp_path / "fp16", **{"train.mixed_precision": "fp16"}))
+    assert not (tmp_path / "fp16").exists()  # refused before anything was written
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="fp16 loss scaling needs a CUDA GPU")
+def test_fp16_with_loss_scaling_on_gpu(model_dir, tiny_text_data, tmp_path):  # noqa: F811
+    out = tmp_path / "fp16"
+    results = run(tiny_config(model_dir, tiny_text_data, out, **{
+        "train.mixed_precision": "fp16", "train.max_steps": 6, "train.eval_every": 3}))
+    state = checkpoint.load_state(checkpoint.latest(out / "checkpoints").path)
+    assert state["scaler"] is not None and state["scaler"]["scale"] > 0  # the grad scaler's state is saved
+    assert results["test"]["num_examples"] == 60
+
+
+class NaNTask:
+    """The real task, except that the supervised loss is NaN at the steps ``nan_loss`` and the loss is
+    finite but its gradient NaN at the steps ``nan_grad`` (an overflow in the backward pass)."""
+
+    def __init__(self, nan_loss=(), nan_grad=()) -> None:
+        self.inner, self.nan_loss, self.nan_grad = get_task("text_classification"), set(nan_loss), set(nan_grad)
+        self.step, self.weight_sums = 0, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def supervised(self, model, batch):
+        self.step += 1
+        w = next(model.parameters())
+        self.weight_sums.append(float(w.detach().double().sum()))
+        out = self.inner.supervised(model, batch)
+        loss = out.per_example_loss
+        if self.step in self.nan_loss:
+            loss = loss * float("nan")
+        if self.step in self.nan_grad:
+            loss = loss + (w - w.detach()).abs().sum().sqrt()  # value 0; gradient 0 * inf = NaN
+        return dataclasses.replace(out, per_example_loss=loss)
+
+
+def test_nonfinite_steps_are_skipped_and_counted(model_dir, tiny_text_data, tmp_path):  # noqa: F811
+    task = NaNTask(nan_loss={3, 4}, nan_grad={6})
+    out = tmp_path / "run"
+    results = run(tiny_config(model_dir, tiny_text_data, out, **{
+        "train.max_steps": 8, "train.eval_every": 4, "train.log_every": 1, "train.max_nonfinite_steps": 3}), task)
+    assert results["nonfinite_skipped_steps"] == 3
+    s = task.weight_sums  # the weights at the start of each step (1-based: s[i - 1] is step i)
+    assert s[2] == s[3] == s[4]  # steps 3 and 4 changed nothing
+    assert s[5] == s[6] and s[4] != s[5]  # nor did step 6; step 5 did
+    lines = {line["step"]: line for line in metric_lines(out) if "train/nonfinite_skipped" in line}
+    assert [lines[i]["train/nonfinite_skipped"] for i in range(1, 9)] == [0, 0, 1, 2, 2, 3, 3, 3]
+    assert [i for i in lines if "train/loss" in lines[i]] == [1, 2, 5, 7, 8]  # skipped steps log no loss
+    assert all(math.isfinite(v) for line in lines.values() for v in line.values())
+    assert all(torch.isfinite(w).all() for w in weights(out / "model").values())
+
+
+def test_repeated_nonfinite_losses_stop_and_keep_the_last_good_checkpoint(model_dir, tiny_text_data, tmp_path):  # noqa: F811
+    out = tmp_path / "run"
+    options = {"train.max_steps": 12, "train.eval_every": 6, "train.log_every": 1, "checkpoint.every_steps": 2,
+               "train.max_nonfinite_steps": 3}
+    with pytest.raises(NonFiniteLossError) as e:
+        run(tiny_config(model_dir, tiny_text_data, out, **options), NaNTask(nan_loss=range(5, 100)))
+    message = str(e.value)
+    assert "was NaN/inf for 3 steps in a row (steps 5-7), so training stopped" in message
+    assert "the last good checkpoint is" in message and "step-00000004' (step 4)" in message
+    assert "--train.lr" in message
+    last = checkpoint.latest(out / "checkpoints")
+    assert last.step == 4  # the save due at step 6 fell inside the run of NaN steps and was not made
+    assert all(torch.isfinite(w).all() for w in weights(last.path / "model").values())
+    assert not (out / "results.json").exists()
+    # once the cause is fixed, the same command continues from the last good checkpoint
+    results = run(tiny_config(model_dir, tiny_text_data, out, **options))
+    assert results["resumed_at_steps"] == [4] and results["nonfinite_skipped_steps"] == 0
+    assert [line["step"] for line in training_lines(out)] == list(range(1, 13))

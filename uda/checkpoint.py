@@ -1,0 +1,279 @@
+"""Checkpoints: atomic saves, ``latest``/``best`` pointers, top-k by the dev metric, exact-resume state.
+
+Layout of ``<run folder>/checkpoints``::
+
+    step-00000040/          one checkpoint: a complete folder, never a half-written one
+        model/              the task's save(): save_pretrained (safetensors) + tokenizer, loadable by transformers
+        training_state.pt   optimizer, scheduler, grad scaler, step, data-stream positions, RNG states
+        meta.json           {"step": 40, "metric": 0.85}: the dev metric ranks checkpoints for top-k
+    latest                  text file: the name of the newest checkpoint
+    best                    text file: the name of the best checkpoint by the dev metric
+    .tmp-step-00000060/     a save in progress, or the remains of a killed one (removed by the next save)
+
+A save writes everything into the temporary folder and then renames it into place (one ``os.replace``),
+so a process killed during a save leaves every earlier checkpoint untouched and loadable. Pointers are
+written the same way (temporary file, then rename). State is read back with
+``torch.load(weights_only=True)``: tensors and plain Python containers only, never code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+
+MODEL_DIR = "model"
+STATE_FILE = "training_state.pt"
+META_FILE = "meta.json"
+POINTERS = ("latest", "best")
+_NAME = re.compile(r"^step-(\d+)$")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint cannot be read; the message names the folder or file."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    path: Path
+    step: int
+    metric: Optional[float]  # dev metric at this step; None when no evaluation happened here
+
+
+def name_for(step: int) -> str:
+    return f"step-{step:08d}"
+
+
+# ----------------------------------------------------------------------------- listing
+
+def list_checkpoints(root: Path) -> list[Checkpoint]:
+    """Complete checkpoints under ``root``, oldest first (temporary folders are not checkpoints)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for d in root.iterdir():
+        m = _NAME.match(d.name)
+        if not (m and d.is_dir() and (d / META_FILE).is_file()):
+            continue
+        try:
+            meta = json.loads((d / META_FILE).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise CheckpointError(f"checkpoint '{d}' has an unreadable {META_FILE}: {e}") from None
+        metric = meta.get("metric")
+        found.append(Checkpoint(d, int(m.group(1)), None if metric is None else float(metric)))
+    return sorted(found, key=lambda c: c.step)
+
+
+def latest(root: Path) -> Optional[Checkpoint]:
+    """The newest complete checkpoint. Found by listing, not from the pointer, so that a run killed
+    between renaming a new checkpoint into place and updating the pointer still resumes from it."""
+    ckpts = list_checkpoints(root)
+    return ckpts[-1] if ckpts else None
+
+
+def _ranked(ckpts: list[Checkpoint]) -> list[Checkpoint]:
+    """Checkpoints with a metric, best first; ties keep the earlier step."""
+    return sorted((c for c in ckpts if c.metric is not None), key=lambda c: (-c.metric, c.step))
+
+
+def best(root: Path) -> Optional[Checkpoint]:
+    ranked = _ranked(list_checkpoints(root))
+    return ranked[0] if ranked else None
+
+
+# ----------------------------------------------------------------------------- saving
+
+def save(root: Path, step: int, metric: Optional[float], keep_top_k: int,
+         write_model: Callable[[Path], None], state: dict) -> Checkpoint:
+    """Write checkpoint ``step`` atomically, update the pointers and delete checkpoints that are
+    neither the latest nor among the ``keep_top_k`` best by ``metric``. Call from one process only.
+
+    ``write_model(folder)`` saves the model there (e.g. ``task.save``); ``state`` is saved with
+    ``torch.save`` and must hold only tensors and plain Python values.
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    name = name_for(step)
+    tmp, final = root / f".tmp-{name}", root / name
+    _remove(tmp)
+    tmp.mkdir()
+    with _no_progress_bars():
+        write_model(tmp / MODEL_DIR)
+    torch.save(state, tmp / STATE_FILE)
+    (tmp / META_FILE).write_text(json.dumps({"step": step, "metric": metric}), encoding="utf-8")
+    _fsync_tree(tmp)
+    if final.exists():  # the same step saved again: move the old one aside, then swap
+        old = root / f".old-{name}"
+        _remove(old)
+        os.replace(final, old)
+        os.replace(tmp, final)
+        _remove(old)
+    else:
+        os.replace(tmp, final)
+    _fsync_dir(root)
+    write_pointers(root)
+    prune(root, keep_top_k)
+    return Checkpoint(final, step, metric)
+
+
+def write_pointers(root: Path) -> None:
+    """Point ``latest`` and ``best`` at the current checkpoints (each file replaced atomically)."""
+    ckpts = list_checkpoints(root)
+    ranked = _ranked(ckpts)
+    targets = {"latest": ckpts[-1] if ckpts else None, "best": ranked[0] if ranked else None}
+    for pointer, target in targets.items():
+        path = Path(root) / pointer
+        if target is None:
+            path.unlink(missing_ok=True)
+            continue
+        tmp = Path(root) / f".{pointer}.tmp"
+        with tmp.open("w", encoding="utf-8") as f:
+            f.write(target.path.name + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+
+def read_pointer(root: Path, pointer: str) -> Optional[Path]:
+    """The checkpoint folder a pointer file names (None when it is missing or names nothing)."""
+    path = Path(root) / pointer
+    if not path.is_file():
+        return None
+    target = Path(root) / path.read_text(encoding="utf-8").strip()
+    return target if target.is_dir() else None
+
+
+def prune(root: Path, keep_top_k: int) -> None:
+    """Keep the latest checkpoint and the ``keep_top_k`` best; delete the rest and any leftovers of
+    interrupted saves."""
+    root = Path(root)
+    ckpts = list_checkpoints(root)
+    keep = {c.path.name for c in _ranked(ckpts)[:keep_top_k]}
+    if ckpts:
+        keep.add(ckpts[-1].path.name)
+    for c in ckpts:
+        if c.path.name not in keep:
+            _remove(c.path)
+    for d in root.iterdir():
+        if d.is_dir() and d.name.startswith((".tmp-", ".old-")):
+            _remove(d)
+
+
+@contextmanager
+def _no_progress_bars():
+    """transformers draws a progress bar for every save_pretrained; inside the training bar it is noise."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
+def _fsync_tree(folder: Path) -> None:
+    """Flush every file of ``folder`` to disk before the rename makes the checkpoint visible."""
+    for dirpath, _, files in os.walk(folder):
+        for f in files:
+            fd = os.open(os.path.join(dirpath, f), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(dirpath))
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # some platforms cannot open folders; the rename is still atomic
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# ----------------------------------------------------------------------------- loading
+
+def load_state(ckpt: Path) -> dict:
+    """The training state of a checkpoint, read with ``torch.load(weights_only=True)``."""
+    path = Path(ckpt) / STATE_FILE
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint '{ckpt}' has no {STATE_FILE}; it cannot be resumed")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # truncated file, foreign pickle, ...
+        raise CheckpointError(f"cannot load '{path}' ({type(e).__name__}: {e}); resume from another "
+                              f"checkpoint or start a new run") from None
+
+
+def load_model_weights(model: torch.nn.Module, folder: Path) -> None:
+    """Load the safetensors weights written by ``save_pretrained`` into ``model`` in place (so an
+    optimizer built on its parameters stays valid). Every parameter must be found."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        files = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    weights: dict[str, torch.Tensor] = {}
+    for f in files:
+        if not (folder / f).is_file():
+            raise CheckpointError(f"model weights '{folder / f}' are missing")
+        weights.update(load_file(str(folder / f)))
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    # save_pretrained stores tied (shared) weights once; the copies are restored through the storage
+    own = model.state_dict()
+    loaded = {own[k].data_ptr() for k in weights if k in own}
+    missing = [k for k in missing if own[k].data_ptr() not in loaded]
+    if missing or unexpected:
+        raise CheckpointError(f"weights in '{folder}' do not fit the model: missing {missing[:5]}, "
+                              f"unexpected {list(unexpected)[:5]}; was the checkpoint written for another model?")
+
+
+# ----------------------------------------------------------------------------- RNG state
+
+def rng_state() -> dict:
+    """Python, NumPy and torch (CPU and CUDA) generator states as tensors and plain Python values, so
+    that ``torch.load(weights_only=True)`` reads them back."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    return {
+        "python": random.getstate(),
+        "numpy": [kind, keys.tolist(), int(pos), int(has_gauss), float(cached)],
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def set_rng_state(state: dict) -> None:
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
