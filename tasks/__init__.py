@@ -15,9 +15,16 @@ def _text_classification() -> Any:
     return TextClassificationTask()
 
 
+def _squad_v2() -> Any:
+    from tasks.qa import QATask
+
+    return QATask()
+
+
 TASKS: dict[str, Callable[[], Any]] = {
     "imdb": _text_classification,
     "text_classification": _text_classification,
+    "squad_v2": _squad_v2,
 }
 
 

@@ -1,0 +1,114 @@
+"""A reader for SQuAD 2.0: encoder + start/end span head + a 2-logit answerability head.
+
+The span part is a stock ``AutoModelForQuestionAnswering`` (encoder + ``qa_outputs``). The
+answerability head (the "front verifier" of the Retrospective Reader, Zhang et al.) reads the last
+hidden state of the first token ([CLS]) and gives logits [no answer, has answer].
+
+The reader's state dict uses the span model's own key names (``bert.*``, ``qa_outputs.*``) plus
+``answerability.*``, and ``save_pretrained`` writes all of it into the one ``model.safetensors``. So
+the folder loads three ways: into a reader with ``load_state_dict`` (what checkpoints do), whole with
+:func:`load_qa_model`, and as a plain span model with ``AutoModelForQuestionAnswering`` or
+transformers' question-answering pipeline (which skip the ``answerability.*`` keys).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+from torch import nn
+
+HEAD_CONFIG = "answerability_head.json"
+
+
+@dataclass
+class QAOutput:
+    start_logits: torch.Tensor  # (B, T)
+    end_logits: torch.Tensor  # (B, T)
+    answerability_logits: torch.Tensor  # (B, 2): [no answer, has answer]
+
+
+class QAWithAnswerability(nn.Module):
+    def __init__(self, qa_model: nn.Module, dropout: Optional[float] = None) -> None:
+        super().__init__()
+        # The span model's modules become this module's own children (same objects), so parameter
+        # names match the span model's and its forward still runs on them.
+        for name, child in qa_model.named_children():
+            self.add_module(name, child)
+        for name, param in qa_model.named_parameters(recurse=False):
+            self.register_parameter(name, param)
+        for name, buf in qa_model.named_buffers(recurse=False):
+            self.register_buffer(name, buf, persistent=name not in qa_model._non_persistent_buffers_set)
+        self.__dict__["span_model"] = qa_model  # not registered: its modules are already ours
+        cfg = qa_model.config
+        p = dropout if dropout is not None else getattr(cfg, "hidden_dropout_prob", 0.1)
+        self.answerability = nn.Sequential(nn.Dropout(p), nn.Linear(cfg.hidden_size, 2))
+        std = getattr(cfg, "initializer_range", 0.02)
+        nn.init.normal_(self.answerability[1].weight, std=std)
+        nn.init.zeros_(self.answerability[1].bias)
+
+    @property
+    def config(self) -> Any:
+        return self.span_model.config
+
+    def train(self, mode: bool = True) -> "QAWithAnswerability":
+        super().train(mode)
+        self.span_model.training = mode  # its children are already switched
+        return self
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                token_type_ids: Optional[torch.Tensor] = None) -> QAOutput:
+        kwargs = {"attention_mask": attention_mask}
+        if token_type_ids is not None:
+            kwargs["token_type_ids"] = token_type_ids
+        out = self.span_model(input_ids=input_ids, output_hidden_states=True, return_dict=True, **kwargs)
+        first = out.hidden_states[-1][:, 0]  # (B, H): the first token's final hidden state
+        return QAOutput(out.start_logits, out.end_logits, self.answerability(first))
+
+    def save_pretrained(self, out_dir: str | Path) -> None:
+        out = Path(out_dir)
+        self.span_model.save_pretrained(out, state_dict=self.state_dict())
+        (out / HEAD_CONFIG).write_text(json.dumps({
+            "dropout": self.answerability[0].p, "labels": ["no_answer", "has_answer"],
+            "input": "last hidden state of token 0", "weights": "answerability.1.* in model.safetensors"},
+            indent=2), encoding="utf-8")
+
+
+def build_qa_model(name_or_path: str, dropout: Optional[float] = None, trust_remote_code: bool = False) \
+        -> QAWithAnswerability:
+    """A new reader from a pretrained encoder (the span and answerability heads start untrained)."""
+    from transformers import AutoConfig, AutoModelForQuestionAnswering
+
+    kwargs: dict = {}
+    if dropout is not None:
+        kwargs.update(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code, **kwargs)
+    qa = AutoModelForQuestionAnswering.from_pretrained(name_or_path, config=config,
+                                                       trust_remote_code=trust_remote_code)
+    return QAWithAnswerability(qa, dropout)
+
+
+def load_qa_model(path: str | Path, trust_remote_code: bool = False) -> QAWithAnswerability:
+    """Load a reader saved by :meth:`QAWithAnswerability.save_pretrained`."""
+    from safetensors import safe_open
+    from transformers import AutoModelForQuestionAnswering
+
+    p = Path(path)
+    if not (p / HEAD_CONFIG).is_file():
+        raise FileNotFoundError(f"'{p}' has no {HEAD_CONFIG}: not a reader saved by the squad_v2 task")
+    head_cfg = json.loads((p / HEAD_CONFIG).read_text(encoding="utf-8"))
+    qa = AutoModelForQuestionAnswering.from_pretrained(str(p), trust_remote_code=trust_remote_code)
+    model = QAWithAnswerability(qa, head_cfg.get("dropout"))
+    files = sorted(p.glob("model*.safetensors"))
+    state = {}
+    for f in files:
+        with safe_open(str(f), framework="pt") as sf:
+            state.update({k[len("answerability."):]: sf.get_tensor(k) for k in sf.keys()
+                          if k.startswith("answerability.")})
+    if not state:
+        raise FileNotFoundError(f"no answerability.* weights in the safetensors files of '{p}'")
+    model.answerability.load_state_dict(state)
+    return model

@@ -1,0 +1,95 @@
+"""End-to-end: a tiny QA model trains with UDA through scripts/train_uda.py --task squad_v2 and leaves
+the expected run folder; the few-label sweep script runs in --quick mode."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+from tests.qa_fixtures import tiny_qa_model_dir, tiny_squad_file  # noqa: F401 (fixtures)
+
+
+def tiny_qa_args(model_dir, data_file):
+    return ["--model.name_or_path", str(model_dir), "--data.path", str(data_file),
+            "--data.num_labeled", "16", "--data.dev_size", "12", "--model.max_length", "48",
+            "--qa.doc_stride", "8", "--qa.max_question_length", "12", "--qa.test_articles", "2",
+            "--qa.dev_articles", "1", "--qa.labeled_articles", "2", "--train.batch_size", "4",
+            "--train.lr", "1e-3", "--train.warmup_steps", "1", "--train.eval_every", "3", "--train.log_every", "3",
+            "--train.eval_batch_size", "16", "--uda.unsup_ratio", "1", "--augment.p", "0.3"]
+
+
+def run(script, args):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", UDA_DATA_PATH="")
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / script), *args], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=600)
+    if proc.returncode != 0:
+        raise AssertionError(f"{script} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def test_train_uda_squad_v2_end_to_end(tiny_qa_model_dir, tiny_squad_file, tmp_path):  # noqa: F811
+    out = tmp_path / "run"
+    run("train_uda.py", ["--task", "squad_v2", *tiny_qa_args(tiny_qa_model_dir, tiny_squad_file),
+                         "--train.max_steps", "6", "--report_to", "none", "--output_dir", str(out)])
+    for name in ["config.yaml", "metrics.jsonl", "results.json", "data_info.json", "predictions_test.jsonl",
+                 "predictions_dev.jsonl", "predictions_test_official.json", "na_scores_test.json",
+                 "model/config.json", "model/answerability_head.json"]:
+        assert (out / name).exists(), name
+    results = json.loads((out / "results.json").read_text())
+    test = results["test"]
+    for key in ["exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "best_f1", "null_threshold",
+                "HasAns_span_f1", "answerability_accuracy"]:
+        assert key in test, key
+    assert test["num_examples"] == 36 and test["threshold_fitted_on_dev"] == 1.0
+    assert results["selected_model"]["by"] == "dev/best_f1"
+    assert [h["step"] for h in results["dev_history"]] == [3, 6]
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any("unsup/loss" in line for line in lines)
+    info = json.loads((out / "data_info.json").read_text())
+    assert info["counts"]["train"]["questions"] == 16 and info["counts"]["test"]["questions"] == 36
+    preds = [json.loads(line) for line in (out / "predictions_test.jsonl").read_text().splitlines()]
+    assert len(preds) == 36
+    p = preds[0]
+    for key in ["id", "gold_answers", "prediction", "score", "no_answer_score", "answerability_prob", "n_best"]:
+        assert key in p, key
+    assert p["n_best"] and {"text", "score"} <= set(p["n_best"][0])
+    # the prediction follows the dev-fitted threshold
+    for q in preds:
+        assert q["prediction"] == ("" if q["no_answer_score"] > q["threshold"] else q["span_text"])
+    # the saved reader loads back
+    from tasks.qa_model import load_qa_model
+
+    load_qa_model(out / "model")
+
+
+def test_few_label_script_quick(tiny_qa_model_dir, tiny_squad_file, tmp_path):  # noqa: F811
+    out = tmp_path / "sweep"
+    proc = run("qa_few_label.py", ["--out", str(out), "--num_labeled", "8", "--seeds", "0", "1", "--quick", "--",
+                                   *tiny_qa_args(tiny_qa_model_dir, tiny_squad_file)])
+    for name in ["supervised-n8-seed0", "uda-n8-seed0", "supervised-n8-seed1", "uda-n8-seed1"]:
+        assert (out / name / "results.json").exists(), name
+    summary = json.loads((out / "summary.json").read_text())
+    assert {(t["method"], t["num_labeled"], t["seeds"]) for t in summary["table"]} == {("supervised", 8, 2),
+                                                                                        ("uda", 8, 2)}
+    assert "f1_mean" in summary["table"][0] and "f1_std" in summary["table"][0]
+    assert (out / "f1_vs_num_labeled.png").stat().st_size > 1000
+    assert "| 8 | uda | 2 |" in (out / "summary.md").read_text() and "| 8 | uda | 2 |" in proc.stdout
+    # a second call skips finished runs and only rebuilds the summary
+    proc = run("qa_few_label.py", ["--out", str(out), "--num_labeled", "8", "--seeds", "0", "1", "--quick", "--",
+                                   *tiny_qa_args(tiny_qa_model_dir, tiny_squad_file)])
+    assert proc.stdout.count("already finished") == 4
+
+
+@pytest.mark.parametrize("bad,msg", [({"qa.doc_stride": "40"}, "qa.doc_stride"),
+                                     ({"data.num_labeled": "500"}, "num_labeled")])
+def test_bad_settings_are_clear_errors(tiny_qa_model_dir, tiny_squad_file, bad, msg):  # noqa: F811
+    from tasks.qa import QATask
+    from uda.config import build_config, parse_cli
+
+    _, _, over, _ = parse_cli(tiny_qa_args(tiny_qa_model_dir, tiny_squad_file))
+    cfg = build_config("squad_v2", None, {**over, **bad})
+    with pytest.raises(ValueError, match=msg):  # ConfigError and DataError are ValueErrors
+        QATask().setup(cfg)
