@@ -1,1 +1,11 @@
-"""Augmenters that make the second view of an unlabelled text for consistency training."""
+"""Augmenters that make the second view of an unlabelled text for consistency training.
+
+- ``base``: the ``Augmenter`` protocol (``name``; ``__call__(texts, rng) -> list[str]``).
+- ``word_replace``: TF-IDF and uniform word replacement (UDA's ``tf_idf-p`` / ``unif-p``).
+- ``word_level``: WordNet synonyms, random swap / deletion, GloVe-neighbour replacement.
+- ``backtranslate``: back-translation through MarianMT models or Apertium.
+- ``precomputed``: copies made ahead of time, looked up by the original text.
+- ``compose``, ``registry``, ``build``: chaining, methods by name, and the config's augmenter.
+- ``pipeline``: whole data sets with workers / ranks, a cache, resume and an ordered merge
+  (``scripts/augment.py`` is its command line).
+"""

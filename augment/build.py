@@ -1,24 +1,43 @@
-"""Build the augmenter named by the config (``augment.method``)."""
+"""Build the augmenter named by the config (``augment.method``, then ``augment.then``)."""
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from augment.base import Augmenter
+from augment.registry import NEEDS_CORPUS, make_augmenter
+
+
+def _options(cfg: Any) -> dict:
+    opts: dict = {"p": cfg.p}
+    if getattr(cfg, "wordnet_dir", None) is not None:
+        opts["wordnet_dir"] = cfg.wordnet_dir
+    if getattr(cfg, "vectors", None) is not None:
+        opts["vectors"] = cfg.vectors
+    return opts
 
 
 def build_augmenter(cfg: Any, corpus_texts: Sequence[str]) -> Augmenter:
     """``cfg`` is an AugmentConfig; ``corpus_texts`` are the unlabelled texts the TF-IDF statistics
     are fitted on (the reference fits them on the unlabelled corpus)."""
+    then = getattr(cfg, "then", None)
+    names = [cfg.method] + ([then] if then else [])
+    stats = None
+    if NEEDS_CORPUS & set(names):
+        from augment.word_replace import fit_tfidf_stats
+
+        stats = fit_tfidf_stats(corpus_texts)
+    stages: list[Augmenter] = []
     if cfg.method == "precomputed":
         from augment.precomputed import PrecomputedAugmenter
 
-        return PrecomputedAugmenter(cfg.file)
-    from augment.word_replace import TfIdfWordReplacement, UniformWordReplacement, fit_tfidf_stats
+        stages.append(PrecomputedAugmenter(cfg.file))
+    else:
+        stages.append(make_augmenter(cfg.method, _options(cfg), stats))
+    if then:
+        stages.append(make_augmenter(then, _options(cfg), stats))
+    if len(stages) == 1:
+        return stages[0]
+    from augment.compose import Compose
 
-    stats = fit_tfidf_stats(corpus_texts)
-    if cfg.method == "tf_idf":
-        return TfIdfWordReplacement(stats, cfg.p)
-    if cfg.method == "unif":
-        return UniformWordReplacement(stats, cfg.p)
-    raise ValueError(f"unknown augment.method {cfg.method!r}")
+    return Compose(stages)

