@@ -209,6 +209,17 @@ def _rebuild(text: str, spans: list[tuple[int, int]], replace_idx: np.ndarray, w
     return "".join(parts)
 
 
+def _rebuild_all(texts: Sequence[str], per_text: list, words: Sequence[str]) -> list[str]:
+    """Rebuild every text, handing each its share of the batch's replacement ``words`` in order."""
+    out = []
+    k = 0
+    for text, (spans, idx) in zip(texts, per_text):
+        m = len(idx)
+        out.append(_rebuild(text, spans, idx, words[k : k + m]))
+        k += m
+    return out
+
+
 def _check_p(p: float) -> float:
     p = float(p)
     if not 0.0 <= p <= 1.0:
@@ -261,13 +272,7 @@ class TfIdfWordReplacement:
             per_text.append((spans, idx))
             total += len(idx)
         words = self.sample_words(total, rng)
-        out = []
-        k = 0
-        for text, (spans, idx) in zip(texts, per_text):
-            m = len(idx)
-            out.append(_rebuild(text, spans, idx, words[k : k + m]))
-            k += m
-        return out
+        return _rebuild_all(texts, per_text, words)
 
 
 class UniformWordReplacement:
@@ -291,10 +296,4 @@ class UniformWordReplacement:
             total += len(idx)
         vocab = self.vocab
         words = [vocab[i] for i in rng.integers(0, len(vocab), size=total).tolist()]
-        out = []
-        k = 0
-        for text, (spans, idx) in zip(texts, per_text):
-            m = len(idx)
-            out.append(_rebuild(text, spans, idx, words[k : k + m]))
-            k += m
-        return out
+        return _rebuild_all(texts, per_text, words)
