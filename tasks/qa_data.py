@@ -11,7 +11,7 @@ articles are ordered by the SHA-256 of their title, then the first ``qa.test_art
 held-out test set, the next ``qa.dev_articles`` the dev articles, the next ``qa.labeled_articles``
 the labelled pool, and the rest the unlabelled pool. The seed only picks which questions of the
 labelled pool are labelled (``data.num_labeled``, half answerable and half unanswerable as far as
-the pool allows) and which dev questions are kept (``data.dev_size``).
+the pool allows; 0 takes every question of the pool) and which dev questions are kept (``data.dev_size``).
 
 An example is a dict ``{"id", "title", "context", "question", "answers": [{"text", "answer_start"}],
 "is_impossible"}``.
@@ -198,7 +198,8 @@ def few_label_split(examples: Sequence[dict], *, num_labeled: int, dev_size: int
     if num_labeled > len(pool):
         raise DataError(f"data.num_labeled={num_labeled} but the labelled pool ({labeled_articles} articles) holds "
                         f"only {len(pool)} questions; lower --data.num_labeled or raise --qa.labeled_articles")
-    train = stratified_sample(pool, num_labeled, np.random.default_rng([seed, 0]))
+    # num_labeled 0: every question of the labelled-pool articles
+    train = list(pool) if num_labeled == 0 else stratified_sample(pool, num_labeled, np.random.default_rng([seed, 0]))
     dev = blocks["dev"]
     if 0 < dev_size < len(dev):
         dev = stratified_sample(dev, dev_size, np.random.default_rng([seed, 1]))

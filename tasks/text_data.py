@@ -628,9 +628,11 @@ def load_text_classification(cfg: DataConfig, seed: int) -> TextClassificationDa
     from_cfg = bool(cfg.label_names)
     y_pool = _map_labels(pool, lm, "train", from_cfg)
 
-    if cfg.num_labeled < 1 or cfg.num_labeled % k:
+    use_all = cfg.num_labeled == 0  # every labelled example of the pool that is not dev
+    if cfg.num_labeled < 0 or cfg.num_labeled % k:
         raise DataError(f"data.num_labeled={cfg.num_labeled} must be a positive multiple of the number of classes "
-                        f"({k}: {lm.names}) so each class gets the same count; e.g. --data.num_labeled {k * 10}")
+                        f"({k}: {lm.names}) so each class gets the same count, or 0 for all labelled examples; "
+                        f"e.g. --data.num_labeled {k * 10}")
     per = cfg.num_labeled // k
 
     # dev from a file (if any) first, so its texts can be kept out of everything else
@@ -654,7 +656,22 @@ def load_text_classification(cfg: DataConfig, seed: int) -> TextClassificationDa
                             f"'{lm.names[c]}' but data.num_labeled={cfg.num_labeled} asks for {per} per class; "
                             f"lower --data.num_labeled or add data")
 
-    if cfg.id_order_file:
+    dev_idx: list[int] = []
+    if use_all:
+        # dev first (when carved from the pool), then every other labelled example is trained on
+        if src["dev"] is None and cfg.dev_size > 0:
+            if len(labelled_idx) <= cfg.dev_size:
+                raise DataError(f"data.dev_size={cfg.dev_size} leaves no training example of the {len(labelled_idx)} "
+                                f"labelled ones of '{pool.name}' (data.num_labeled=0: all the rest); lower "
+                                f"--data.dev_size or give --data.dev_file")
+            dev_idx = _balanced_subset(pool_classes, cfg.dev_size, _rng(seed, 1))
+            dev_rows = [{"id": pool.rows[i]["id"], "text": pool.rows[i]["text"], "label": y_pool[i]} for i in dev_idx]
+            dev_source = f"carved from {pool.name}"
+            dev_texts = {r["text"] for r in dev_rows}
+        carved = set(dev_idx)
+        train_idx = [i for i in labelled_idx if i not in carved and pool.rows[i]["text"] not in dev_texts]
+        selection = "all labelled examples not in dev (data.num_labeled=0)"
+    elif cfg.id_order_file:
         order_file = cfg.id_order_file
         data_path = resolve_data_path(cfg)
         if not Path(order_file).expanduser().exists() and data_path and Path(data_path).is_dir() \
@@ -673,8 +690,7 @@ def load_text_classification(cfg: DataConfig, seed: int) -> TextClassificationDa
     train_set = set(train_idx)
     train_texts = {pool.rows[i]["text"] for i in train_idx}
 
-    dev_idx: list[int] = []
-    if src["dev"] is None and cfg.dev_size > 0:
+    if src["dev"] is None and cfg.dev_size > 0 and not use_all:
         rest = [i for i in labelled_idx if i not in train_set and pool.rows[i]["text"] not in train_texts]
         if len(rest) < cfg.dev_size:
             raise DataError(f"data.dev_size={cfg.dev_size} but only {len(rest)} labelled examples of "

@@ -65,7 +65,9 @@ class DataConfig:
     label_column: str = _f("label", "Column holding the label (int index or label name).")
     id_column: Optional[str] = _f("id", "Column holding an example id (optional; row numbers are used when absent).")
     label_names: Optional[list] = _f(None, "Class names in index order (default: read from the data).")
-    num_labeled: int = _f(20, "Labelled training examples in total, split evenly across classes (20 = 10 per class).")
+    num_labeled: int = _f(20, "Labelled training examples in total, split evenly across classes (20 = 10 per class); "
+                              "0: every labelled example of the training pool that is not dev (squad_v2: every "
+                              "question of the labelled-pool articles).")
     id_order_file: Optional[str] = _f(
         None,
         "File with one example id per line; the labelled set is then the first num_labeled/K ids of each class in "
@@ -373,7 +375,7 @@ def validate(cfg: Config) -> None:
     need(u.unsup_ratio >= 1, f"uda.unsup_ratio must be >= 1, got {u.unsup_ratio}")
     need(u.temperature is None or u.temperature > 0, f"uda.temperature must be > 0 or None, got {u.temperature}")
     need(u.confidence is None or 0 <= u.confidence < 1, f"uda.confidence must be in [0, 1) or None, got {u.confidence}")
-    need(d.num_labeled >= 1, f"data.num_labeled must be >= 1, got {d.num_labeled}")
+    need(d.num_labeled >= 0, f"data.num_labeled must be >= 1, or 0 for all labelled examples, got {d.num_labeled}")
     need(d.dev_size >= 0, f"data.dev_size must be >= 0, got {d.dev_size}")
     need(0 <= cfg.augment.p <= 1, f"augment.p must be in [0, 1], got {cfg.augment.p}")
     need(cfg.augment.method != "precomputed" or cfg.augment.file is not None,

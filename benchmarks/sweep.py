@@ -1,0 +1,425 @@
+#!/usr/bin/env python
+"""Accuracy sweep: supervised-only vs UDA over labelled-set sizes N and seeds, for one task.
+
+    python benchmarks/sweep.py --task imdb --out results/imdb_sweep --num_labeled 20 100 1000 --seeds 0 1 2 \\
+        --methods supervised uda_tfidf uda_bt ceiling --bt_file BT.jsonl.gz --reference_split_seed 0 \\
+        -- --config configs/recipes/imdb_cpu.yaml --data.path ../shared/data/imdb
+
+    python benchmarks/sweep.py --task squad_v2 --out results/qa_sweep --num_labeled 64 256 1024 --seeds 0 1 2 \\
+        -- --config configs/recipes/squad_v2_cpu.yaml --data.path ../shared/data/squad_v2/dev-v2.0.json
+
+Everything after ``--`` is passed to every run as train_uda.py options. Methods (each one a set of
+options laid over those):
+
+- ``supervised``: supervised only (``--uda.lambda_u 0``);
+- ``uda``: UDA as the config says (augmentation included);
+- ``uda_tfidf``: UDA with TF-IDF word replacement (``--augment.method tf_idf``, the config's p);
+- ``uda_bt``: UDA with precomputed (back-translated) copies (``--augment.method precomputed
+  --augment.file <--bt_file>``; see scripts/augment.py);
+- ``ceiling``: supervised only on every labelled example of the training pool that is not dev
+  (``--data.num_labeled 0``); run once per seed, not per N.
+
+The back-translation file must hold a copy of every unlabelled text of every run; the pool depends
+on the seed (the dev examples are left out of it), so make it from the data files rather than from
+one run's pool, e.g. ``scripts/augment.py --input DATA/train.jsonl.gz --input DATA/unsup.jsonl.gz --method
+marian``. With a config that names ``data.id_order_file`` (the reference split) every seed trains on
+the same labelled examples; ``--reference_split_seed S`` keeps that split for seed S only and lets the
+other seeds draw theirs at random.
+
+Each run gets its own folder ``<out>/<method>-n<N>-seed<S>`` (``ceiling-nall-seed<S>``); a folder
+that already holds results.json is not run again, so an interrupted sweep continues where it
+stopped (an unfinished run continues from its last checkpoint). At the end (or with
+``--summarize_only``) the test metrics of all finished runs are collected into ``summary.md`` /
+``summary.csv`` / ``summary.json`` (mean and sample standard deviation over seeds), one plot
+``<metric>_vs_num_labeled.png`` per headline metric (log N; the ceiling as a dashed line) and
+``training_curves.png`` (supervised and consistency loss against step, one line per run, from each
+run's metrics.jsonl). ``--quick`` shrinks every run to a smoke test (4 steps, small dev, test and
+unlabelled subsets): for checking the pipeline, not for numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from uda.config import ConfigError, build_config, parse_cli  # noqa: E402
+
+QUICK = {"train.max_steps": "4", "train.warmup_steps": "0", "train.eval_every": "2", "train.log_every": "2",
+         "data.dev_size": "16", "data.max_test": "32", "data.max_unlabeled": "64"}
+
+
+@dataclass
+class TaskSpec:
+    title: str
+    unit: str                          # what N counts, for the plot's x label
+    metrics: list[tuple[str, str]]     # (key in results.json "test", column header)
+    plots: list[str]                   # metrics that get a <metric>_vs_num_labeled.png
+    scale: float                       # results.json value * scale = the table's percent
+    default_num_labeled: list[int]
+    default_methods: list[str]
+    quick: dict = field(default_factory=lambda: dict(QUICK))
+
+
+_TEXT = dict(unit="labelled reviews", metrics=[("accuracy", "accuracy"), ("macro_f1", "macro-F1")],
+             plots=["accuracy", "macro_f1"], scale=100.0, default_num_labeled=[20, 100, 1000],
+             default_methods=["supervised", "uda_tfidf", "uda_bt", "ceiling"])
+TASKS = {
+    "imdb": TaskSpec(title="IMDB", **_TEXT),
+    "text_classification": TaskSpec(title="Text classification", **_TEXT),
+    "squad_v2": TaskSpec(
+        title="SQuAD 2.0", unit="labelled questions",
+        metrics=[("exact", "EM"), ("f1", "F1"), ("HasAns_exact", "HasAns EM"), ("HasAns_f1", "HasAns F1"),
+                 ("NoAns_exact", "NoAns acc"), ("best_f1", "best-threshold F1 (test)")],
+        plots=["f1", "HasAns_f1"], scale=1.0, default_num_labeled=[64, 256, 1024],
+        default_methods=["supervised", "uda"]),
+}
+METHODS = ["supervised", "uda", "uda_tfidf", "uda_bt", "ceiling"]  # also the table's order within one N
+SWEEP_KEYS = ("seed", "output_dir", "data.num_labeled")  # set by the sweep for each run
+
+
+def method_overrides(method: str, bt_file: Optional[str]) -> dict:
+    """The options a method lays over the config and the pass-through options."""
+    if method == "supervised":
+        return {"uda.lambda_u": "0"}
+    if method == "uda":
+        return {}
+    if method == "uda_tfidf":
+        return {"augment.method": "tf_idf"}
+    if method == "uda_bt":
+        return {"augment.method": "precomputed", "augment.file": str(bt_file)}
+    if method == "ceiling":
+        return {"uda.lambda_u": "0", "data.num_labeled": "0"}
+    raise ValueError(f"unknown method '{method}'")
+
+
+def run_name(method: str, n: Optional[int], seed: int) -> str:
+    return f"{method}-n{'all' if n is None else n}-seed{seed}"
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for a single value)."""
+    m = sum(values) / len(values)
+    if len(values) < 2:
+        return m, 0.0
+    return m, math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1))
+
+
+def _num_train(results: dict) -> Optional[int]:
+    """Labelled training examples of a run, from its data info (text: an int; QA: {"questions": n})."""
+    train = results.get("data", {}).get("counts", {}).get("train")
+    if isinstance(train, dict):
+        train = train.get("questions")
+    return int(train) if isinstance(train, (int, float)) else None
+
+
+def _n_key(n: Any) -> float:
+    return math.inf if n == "all" else float(n)
+
+
+# ----------------------------------------------------------------------------- collect and summarise
+
+def collect(out: Path, task: str) -> list[dict]:
+    """One row per finished run under ``out``: method, N ("all" for the ceiling), seed, the raw test
+    metrics of results.json, training examples, selected step and seconds."""
+    spec = TASKS[task]
+    rows = []
+    for res in sorted(out.glob("*-n*-seed*/results.json")):
+        try:
+            method, n, seed = res.parent.name.rsplit("-", 2)
+            n_val: Any = "all" if n == "nall" else int(n[1:])
+            seed_val = int(seed[4:])
+        except ValueError:
+            continue  # not a sweep run folder
+        r = json.loads(res.read_text(encoding="utf-8"))
+        run_task = TASKS.get(r.get("task"))
+        if run_task is None or run_task.metrics != spec.metrics:
+            print(f"note: {res.parent.name} is a {r.get('task')} run, not {task}: left out", file=sys.stderr)
+            continue
+        rows.append({"run": res.parent.name, "method": method, "num_labeled": n_val, "seed": seed_val,
+                     **{m: r["test"].get(m) for m, _ in spec.metrics}, "num_train": _num_train(r),
+                     "selected_step": r["selected_model"]["step"], "total_seconds": r.get("total_seconds")})
+    return rows
+
+
+def summarize(rows: list[dict], task: str) -> list[dict]:
+    """Mean and sample std over seeds per (method, N); metrics in percent."""
+    spec = TASKS[task]
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["method"], r["num_labeled"]), []).append(r)
+    order = {m: i for i, m in enumerate(METHODS)}
+    table = []
+    for (method, n), rs in sorted(groups.items(), key=lambda kv: (_n_key(kv[0][1]), order.get(kv[0][0], 99),
+                                                                   kv[0][0])):
+        entry: dict = {"method": method, "num_labeled": n, "seeds": len(rs), "seed_list": sorted(r["seed"] for r in rs)}
+        trains = [r["num_train"] for r in rs if r["num_train"] is not None]
+        entry["num_train"] = round(sum(trains) / len(trains)) if trains else None
+        for m, _ in spec.metrics:
+            vals = [float(r[m]) * spec.scale for r in rs if r[m] is not None]
+            if vals:
+                entry[f"{m}_mean"], entry[f"{m}_std"] = mean_std(vals)
+        secs = [float(r["total_seconds"]) for r in rs if r["total_seconds"] is not None]
+        if secs:
+            entry["total_seconds_mean"], entry["total_seconds_std"] = mean_std(secs)
+        table.append(entry)
+    return table
+
+
+def write_summary(out: Path, rows: list[dict], table: list[dict], task: str) -> list[Path]:
+    """summary.json / .csv / .md and the plots; returns the files written."""
+    spec = TASKS[task]
+    keys = [m for m, _ in spec.metrics] + ["total_seconds"]
+    (out / "summary.json").write_text(json.dumps(
+        {"task": task, "units": f"table metrics in percent (results.json test value x {spec.scale:g}); runs: the raw "
+                                f"results.json values", "runs": rows, "table": table}, indent=2), encoding="utf-8")
+    cols = ["method", "num_labeled", "seeds", "num_train"] + [f"{m}_{s}" for m in keys for s in ("mean", "std")]
+    with (out / "summary.csv").open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        for t in table:
+            w.writerow({c: t.get(c) for c in cols})
+    heads = [h for _, h in spec.metrics] + ["time (s)"]
+    lines = ["| N | method | seeds | " + " | ".join(heads) + " |", "|---" * (3 + len(heads)) + "|"]
+    for t in table:
+        cells = []
+        for m in keys:
+            digits = 0 if m == "total_seconds" else 1
+            cells.append(f"{t[f'{m}_mean']:.{digits}f} ± {t[f'{m}_std']:.{digits}f}" if f"{m}_mean" in t else "-")
+        n = f"all ({t['num_train']})" if t["num_labeled"] == "all" else t["num_labeled"]
+        lines.append(f"| {n} | {t['method']} | {t['seeds']} | " + " | ".join(cells) + " |")
+    (out / "summary.md").write_text(
+        f"{spec.title}: test metrics in % (mean ± sample std over seeds; model selected on dev). "
+        f"Runs and raw values: summary.json, summary.csv and each run's results.json.\n\n"
+        + "\n".join(lines) + "\n", encoding="utf-8")
+    written = [out / "summary.json", out / "summary.csv", out / "summary.md"]
+    for metric in spec.plots:
+        path = out / f"{metric}_vs_num_labeled.png"
+        plot_metric(path, table, task, metric)
+        written.append(path)
+    path = out / "training_curves.png"
+    plot_training_curves(path, out, rows)
+    written.append(path)
+    return written
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _colors(methods: list[str]) -> dict[str, Any]:
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    known = METHODS + sorted(set(methods) - set(METHODS))
+    return {m: cmap(known.index(m) % 10) for m in methods}
+
+
+def plot_metric(path: Path, table: list[dict], task: str, metric: str) -> None:
+    spec = TASKS[task]
+    label = dict(spec.metrics)[metric]
+    plt = _pyplot()
+    import matplotlib.ticker
+    colors = _colors(sorted({t["method"] for t in table}))
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    ns = sorted({t["num_labeled"] for t in table if t["num_labeled"] != "all"})
+    for method in sorted({t["method"] for t in table}, key=lambda m: (METHODS + [m]).index(m)):
+        pts = [t for t in table if t["method"] == method and f"{metric}_mean" in t]
+        curve = [t for t in pts if t["num_labeled"] != "all"]
+        if curve:
+            ax.errorbar([t["num_labeled"] for t in curve], [t[f"{metric}_mean"] for t in curve],
+                        yerr=[t[f"{metric}_std"] for t in curve], marker="o", capsize=3, color=colors[method],
+                        label=f"{method} ({'/'.join(str(t['seeds']) for t in curve)} seeds)")
+        for t in pts:
+            if t["num_labeled"] == "all":  # the ceiling: one value, drawn across every N
+                m, s = t[f"{metric}_mean"], t[f"{metric}_std"]
+                ax.axhline(m, ls="--", color=colors[method],
+                           label=f"{method}: all {t['num_train']} labelled ({t['seeds']} seeds)")
+                if s > 0:
+                    ax.axhspan(m - s, m + s, color=colors[method], alpha=0.12, lw=0)
+    if ns:
+        ax.set_xscale("log")
+        ax.set_xticks(ns)
+        ax.set_xticklabels([str(n) for n in ns])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_xlim(ns[0] / 1.5, ns[-1] * 1.5)
+    ax.set_xlabel(f"{spec.unit} (N, log scale)")
+    ax.set_ylabel(f"test {label} (%)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"{spec.title}: test {label} against N (mean ± std over seeds)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def read_curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """``sup/loss`` and ``unsup/loss`` against step from a run's metrics.jsonl."""
+    curves: dict[str, list[tuple[int, float]]] = {"sup/loss": [], "unsup/loss": []}
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return curves
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        for key, pts in curves.items():
+            if key in rec and "step" in rec:
+                pts.append((int(rec["step"]), float(rec[key])))
+    return curves
+
+
+def plot_training_curves(path: Path, out: Path, rows: list[dict]) -> None:
+    """Two panels (supervised loss, consistency loss) against step; one line per run, coloured by
+    method; runs without a consistency loss (supervised only) dashed."""
+    from matplotlib.lines import Line2D
+
+    plt = _pyplot()
+    colors = _colors(sorted({r["method"] for r in rows}))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    styles: dict[str, str] = {}
+    for r in rows:
+        curves = read_curves(out / r["run"])
+        ls = "-" if curves["unsup/loss"] else "--"
+        styles.setdefault(r["method"], ls)
+        for ax, key in zip(axes, ("sup/loss", "unsup/loss")):
+            if curves[key]:
+                steps, vals = zip(*curves[key])
+                ax.plot(steps, vals, ls=ls, color=colors[r["method"]], alpha=0.55, lw=1.2)
+    for ax, title in zip(axes, ("supervised loss (sup/loss)", "consistency loss (unsup/loss)")):
+        ax.set_xlabel("step")
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+    handles = [Line2D([], [], color=colors[m], ls=styles.get(m, "-"),
+                      label=f"{m} ({'UDA' if styles.get(m) == '-' else 'supervised only'})")
+               for m in sorted(colors, key=lambda m: (METHODS + [m]).index(m))]
+    axes[0].legend(handles=handles, fontsize=8)
+    fig.suptitle("Training curves, one line per run (every N and seed), from metrics.jsonl", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- plan and run
+
+def build_plan(args: argparse.Namespace, passthrough: list[str]) -> list[tuple[Path, Any]]:
+    """(run folder, Config) for every run of the sweep, in run order (the ceiling last). Raises
+    ConfigError for a bad option, before anything runs."""
+    task, config_file, overrides, want_help = parse_cli(passthrough)
+    if want_help:
+        raise ConfigError("--help after '--' is train_uda.py's: run scripts/train_uda.py --help to list its options")
+    if task is not None and task != args.task:
+        raise ConfigError(f"--task {task} after '--' contradicts the sweep's --task {args.task}; give it once")
+    clash = [k for k in SWEEP_KEYS if k in overrides]
+    if clash:
+        print(f"note: {', '.join('--' + k for k in clash)} after '--' is replaced in every run by the sweep's own "
+              f"(--out, --seeds, --num_labeled)", file=sys.stderr)
+    if "uda_bt" in args.methods:
+        if not args.bt_file:
+            raise ConfigError("method uda_bt needs --bt_file PATH (precomputed back-translated copies of the "
+                              "unlabelled texts, made by scripts/augment.py); give it or drop uda_bt from --methods")
+        if not Path(args.bt_file).expanduser().is_file():
+            raise ConfigError(f"--bt_file '{args.bt_file}' does not exist; give the file of back-translated copies "
+                              f"made by scripts/augment.py")
+    bad = [n for n in args.num_labeled if n < 1]
+    if bad:
+        raise ConfigError(f"--num_labeled values must be >= 1, got {bad} (the ceiling method trains on all)")
+    quick = TASKS[args.task].quick if args.quick else {}
+    out = Path(args.out)
+    runs: list[tuple[str, Optional[int], int]] = []
+    for n in args.num_labeled:
+        for seed in args.seeds:
+            runs.extend((m, n, seed) for m in args.methods if m != "ceiling")
+    if "ceiling" in args.methods:
+        runs.extend(("ceiling", None, seed) for seed in args.seeds)
+    plan = []
+    for method, n, seed in runs:
+        folder = out / run_name(method, n, seed)
+        run_over = {**overrides, **quick}
+        if n is not None:
+            run_over["data.num_labeled"] = str(n)
+        if args.reference_split_seed is not None and seed != args.reference_split_seed:
+            run_over["data.id_order_file"] = "none"  # a random labelled set drawn from this seed
+        run_over.update(method_overrides(method, args.bt_file))
+        run_over.update({"seed": str(seed), "output_dir": str(folder), "report_to": "none"})
+        plan.append((folder, build_config(args.task, config_file, run_over)))
+    return plan
+
+
+def parse_args(own: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 usage="%(prog)s --task TASK --out DIR [options] [-- train_uda.py options]")
+    ap.add_argument("--task", required=True, choices=sorted(TASKS), help="task of every run (and its metrics)")
+    ap.add_argument("--out", required=True, help="folder for the runs and the summary")
+    ap.add_argument("--num_labeled", type=int, nargs="+", help="labelled-set sizes N (default: imdb 20 100 1000, "
+                                                               "squad_v2 64 256 1024)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--methods", nargs="+", choices=METHODS,
+                    help="default: imdb supervised uda_tfidf uda_bt ceiling; squad_v2 supervised uda")
+    ap.add_argument("--bt_file", help="precomputed back-translated copies (jsonl from scripts/augment.py) for uda_bt")
+    ap.add_argument("--reference_split_seed", type=int,
+                    help="only this seed keeps the config's data.id_order_file (the reference labelled split); the "
+                         "other seeds draw their labelled set at random from the seed. Default: every seed keeps "
+                         "the config as it is")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke-test sizes (4 steps, small dev/test/unlabelled subsets)")
+    ap.add_argument("--summarize_only", action="store_true", help="only rebuild the summary from finished runs")
+    args = ap.parse_args(own)
+    spec = TASKS[args.task]
+    args.num_labeled = args.num_labeled or spec.default_num_labeled
+    args.methods = list(dict.fromkeys(args.methods or spec.default_methods))
+    return args
+
+
+def main(argv: list[str]) -> int:
+    cut = argv.index("--") if "--" in argv else len(argv)
+    own, passthrough = argv[:cut], argv[cut + 1:]
+    args = parse_args(own)
+    out = Path(args.out)
+    if not args.summarize_only:
+        try:
+            plan = build_plan(args, passthrough)
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        from tasks.text_data import DataError
+        from uda.checkpoint import CheckpointError
+        from uda.hub import OfflineError
+        from uda.train import NonFiniteLossError, train
+
+        out.mkdir(parents=True, exist_ok=True)
+        for i, (folder, cfg) in enumerate(plan, start=1):
+            if (folder / "results.json").exists():
+                print(f"skip {folder.name}: already finished", flush=True)
+                continue
+            print(f"run {folder.name} ({i}/{len(plan)})", flush=True)
+            try:
+                train(cfg)
+            except (ConfigError, DataError, OfflineError, CheckpointError, NonFiniteLossError) as e:
+                print(f"error in {folder.name}: {e}", file=sys.stderr)
+                return 2
+    rows = collect(out, args.task) if out.is_dir() else []
+    if not rows:
+        print(f"no finished runs under {out}", file=sys.stderr)
+        return 1
+    table = summarize(rows, args.task)
+    written = write_summary(out, rows, table, args.task)
+    print((out / "summary.md").read_text(encoding="utf-8"))
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

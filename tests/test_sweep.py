@@ -1,0 +1,178 @@
+"""benchmarks/sweep.py: a --quick IMDB-style sweep on the tiny model and data (summary files, plots,
+resume), its clear errors, and data.num_labeled=0 (all labelled examples) that its ceiling runs use."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def started(stdout):
+    """Names of the runs the sweep started (its "run <name> (i/n)" lines)."""
+    return re.findall(r"^run (\S+) \(\d+/\d+\)$", stdout, flags=re.M)
+
+
+def sweep(args, check=True):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", UDA_DATA_PATH="")
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "sweep.py"), *args], capture_output=True,
+                          text=True, env=env, cwd=REPO, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"sweep.py failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def bt_file(data_dir, path):
+    """Precomputed 'back-translated' copies (here: reversed word order) of every text of the data."""
+    from augment.precomputed import write_precomputed
+
+    texts = []
+    for name in ("train.jsonl", "unsup.jsonl"):
+        texts += [json.loads(line)["text"] for line in (data_dir / name).read_text().splitlines()]
+    texts = list(dict.fromkeys(texts))
+    write_precomputed(path, texts, [[" ".join(reversed(t.split()))] for t in texts])
+    return path
+
+
+def test_quick_imdb_sweep_summary_plots_and_resume(tiny_model_dir, tiny_text_data, tmp_path):
+    out = tmp_path / "sweep"
+    order = tmp_path / "order.txt"
+    order.write_text("\n".join(f"train_{i}" for i in reversed(range(200))) + "\n")
+    common = ["--task", "imdb", "--out", str(out), "--num_labeled", "20", "40", "--quick",
+              "--methods", "supervised", "uda_tfidf", "uda_bt", "ceiling", "--bt_file",
+              str(bt_file(tiny_text_data, tmp_path / "bt.jsonl")), "--reference_split_seed", "0"]
+    train_opts = ["--", "--model.name_or_path", str(tiny_model_dir), "--data.path", str(tiny_text_data),
+                  "--data.id_order_file", str(order), "--model.max_length", "32", "--train.batch_size", "4",
+                  "--train.eval_batch_size", "32", "--uda.unsup_ratio", "2"]
+    first = sweep([*common, "--seeds", "0", *train_opts])
+    assert "already finished" not in first.stdout and len(started(first.stdout)) == 7
+    # a second call with one more seed runs only the new seed's runs
+    proc = sweep([*common, "--seeds", "0", "1", *train_opts])
+    assert proc.stdout.count("already finished") == 7
+    assert all(name.endswith("seed1") for name in started(proc.stdout)) and len(started(proc.stdout)) == 7
+    names = [f"{m}-n{n}-seed{s}" for m in ("supervised", "uda_tfidf", "uda_bt") for n in (20, 40) for s in (0, 1)]
+    for name in names + ["ceiling-nall-seed0", "ceiling-nall-seed1"]:
+        assert (out / name / "results.json").exists(), name
+
+    summary = json.loads((out / "summary.json").read_text())
+    got = {(t["method"], t["num_labeled"], t["seeds"]) for t in summary["table"]}
+    assert got == {(m, n, 2) for m in ("supervised", "uda_tfidf", "uda_bt") for n in (20, 40)} | {("ceiling", "all", 2)}
+    ceiling = next(t for t in summary["table"] if t["method"] == "ceiling")
+    assert ceiling["num_train"] == 200 - 16  # every labelled review but the (quick) dev ones
+    for t in summary["table"]:
+        assert {"accuracy_mean", "accuracy_std", "macro_f1_mean", "total_seconds_mean"} <= set(t)
+        assert 0 <= t["accuracy_mean"] <= 100
+    assert len(summary["runs"]) == 14 and all(r["accuracy"] is not None for r in summary["runs"])
+    md = (out / "summary.md").read_text()
+    assert "| 20 | supervised | 2 |" in md and "| 40 | uda_bt | 2 |" in md and "| all (184) | ceiling | 2 |" in md
+    assert (out / "summary.csv").read_text().splitlines()[0].startswith("method,num_labeled,seeds")
+    for png in ("accuracy_vs_num_labeled.png", "macro_f1_vs_num_labeled.png", "training_curves.png"):
+        assert (out / png).stat().st_size > 1000, png
+
+    # the methods' options reached the runs
+    def run_cfg(name):
+        import yaml
+
+        return yaml.safe_load((out / name / "config.yaml").read_text())
+
+    assert run_cfg("supervised-n20-seed0")["uda"]["lambda_u"] == 0
+    assert run_cfg("uda_tfidf-n20-seed0")["augment"]["method"] == "tf_idf"
+    assert run_cfg("uda_bt-n20-seed0")["augment"] == {**run_cfg("uda_bt-n20-seed0")["augment"],
+                                                      "method": "precomputed", "file": str(tmp_path / "bt.jsonl")}
+    assert run_cfg("ceiling-nall-seed1")["data"]["num_labeled"] == 0
+    for name, unsup in (("supervised-n40-seed1", False), ("uda_bt-n40-seed1", True)):
+        lines = [json.loads(line) for line in (out / name / "metrics.jsonl").read_text().splitlines()]
+        assert any("sup/loss" in line for line in lines)
+        assert any("unsup/loss" in line for line in lines) == unsup
+    # only the reference seed uses the id order file; the others draw their labelled set
+    info = {s: json.loads((out / f"supervised-n20-seed{s}" / "data_info.json").read_text()) for s in (0, 1)}
+    assert info[0]["selection"].startswith("id_order_file") and info[1]["selection"].startswith("random")
+
+    # --summarize_only rebuilds the summary without running anything
+    (out / "summary.md").unlink()
+    from benchmarks.sweep import main
+
+    assert main(["--task", "imdb", "--out", str(out), "--summarize_only"]) == 0
+    assert "| all (184) | ceiling | 2 |" in (out / "summary.md").read_text()
+
+
+def _main(args, capsys):
+    from benchmarks.sweep import main
+
+    rc = main(args)
+    return rc, capsys.readouterr().err
+
+
+def test_uda_bt_without_bt_file_is_a_clear_error(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    rc, err = _main(["--task", "imdb", "--out", str(out), "--methods", "supervised", "uda_bt", "--quick"], capsys)
+    assert rc == 2 and "uda_bt" in err and "--bt_file" in err
+    assert not out.exists()  # nothing ran
+    rc, err = _main(["--task", "imdb", "--out", str(out), "--methods", "uda_bt", "--bt_file",
+                     str(tmp_path / "missing.jsonl")], capsys)
+    assert rc == 2 and "--bt_file" in err and "missing.jsonl" in err
+
+
+@pytest.mark.parametrize("passthrough,msg", [(["--task", "squad_v2"], "--task"),
+                                             (["--train.lrr", "1"], "--train.lrr")])
+def test_conflicting_or_unknown_options_are_errors(tmp_path, capsys, passthrough, msg):
+    rc, err = _main(["--task", "imdb", "--out", str(tmp_path / "s"), "--methods", "supervised", "--", *passthrough],
+                    capsys)
+    assert rc == 2 and msg in err
+
+
+def test_plan_sets_each_runs_options(tmp_path, capsys):
+    from benchmarks.sweep import build_plan, parse_args
+
+    args = parse_args(["--task", "imdb", "--out", str(tmp_path), "--num_labeled", "20", "100", "--seeds", "0", "1",
+                       "--methods", "supervised", "uda_tfidf", "ceiling", "uda"])
+    plan = build_plan(args, ["--augment.method", "unif", "--augment.p", "0.2", "--seed", "9",
+                             "--data.num_labeled", "8"])
+    assert "replaced" in capsys.readouterr().err  # the sweep's own seed and N win, with a note
+    names = [folder.name for folder, _ in plan]
+    assert names[-2:] == ["ceiling-nall-seed0", "ceiling-nall-seed1"] and len(names) == 2 * 2 * 3 + 2
+    cfg = {folder.name: c for folder, c in plan}
+    assert (cfg["uda-n100-seed1"].data.num_labeled, cfg["uda-n100-seed1"].seed) == (100, 1)
+    assert (cfg["uda-n100-seed1"].augment.method, cfg["uda_tfidf-n20-seed0"].augment.method) == ("unif", "tf_idf")
+    assert cfg["uda_tfidf-n20-seed0"].augment.p == 0.2 and cfg["supervised-n20-seed0"].uda.lambda_u == 0
+    assert (cfg["ceiling-nall-seed1"].data.num_labeled, cfg["ceiling-nall-seed1"].uda.lambda_u) == (0, 0)
+    assert cfg["ceiling-nall-seed1"].output_dir == str(tmp_path / "ceiling-nall-seed1")
+
+
+def test_summarize_only_without_runs(tmp_path, capsys):
+    rc, err = _main(["--task", "imdb", "--out", str(tmp_path), "--summarize_only"], capsys)
+    assert rc == 1 and "no finished runs" in err
+
+
+def test_num_labeled_zero_means_all_labelled(tiny_text_data):
+    from tasks.qa_data import examples_from_official, few_label_split
+    from tasks.text_data import load_text_classification
+    from tests.qa_fixtures import make_squad
+    from uda.config import ConfigError, DataConfig, build_config
+
+    d = load_text_classification(DataConfig(path=str(tiny_text_data), num_labeled=0, dev_size=40), seed=3)
+    assert len(d.train) == 160 and len(d.dev) == 40
+    assert not {r["id"] for r in d.train} & {r["id"] for r in d.dev}
+    assert sorted(d.info["counts"]["train_per_class"].values()) == [80, 80]
+    assert d.info["selection"].startswith("all labelled")
+    d2 = load_text_classification(DataConfig(path=str(tiny_text_data), num_labeled=0, dev_size=40), seed=3)
+    assert [r["id"] for r in d2.dev] == [r["id"] for r in d.dev]  # seeded like any other split
+    with pytest.raises(ValueError, match="dev_size"):
+        load_text_classification(DataConfig(path=str(tiny_text_data), num_labeled=0, dev_size=200), seed=0)
+
+    assert build_config("imdb", None, {"data.num_labeled": "0"}).data.num_labeled == 0
+    with pytest.raises(ConfigError, match="num_labeled"):
+        build_config("imdb", None, {"data.num_labeled": "-2"})
+
+    ex = examples_from_official(make_squad(n_articles=6), "tiny")
+    kw = dict(dev_size=0, test_articles=2, dev_articles=1, labeled_articles=2, unlabeled_from_train=True,
+              max_unlabeled=None, max_test=None, seed=0)
+    split = few_label_split(ex, num_labeled=0, **kw)
+    labelled = [e for e in ex if e["id"] in {t["id"] for t in split["train"]}]
+    assert len(split["train"]) == split["info"]["counts"]["labeled_pool"]["questions"] == len(labelled) > 0
+    assert split["info"]["counts"]["unlabeled"] == len(ex) - len(split["train"]) - len(split["dev"]) - len(
+        split["test"])
