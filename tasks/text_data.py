@@ -656,16 +656,21 @@ def load_text_classification(cfg: DataConfig, seed: int) -> TextClassificationDa
                             f"'{lm.names[c]}' but data.num_labeled={cfg.num_labeled} asks for {per} per class; "
                             f"lower --data.num_labeled or add data")
 
+    carve = src["dev"] is None and cfg.dev_size > 0  # dev carved from the training pool
+
+    def carve_dev(candidates: list[int]) -> tuple[list[int], list[dict]]:
+        idx = _balanced_subset(_by_class(candidates, y_pool, k), cfg.dev_size, _rng(seed, 1))
+        return idx, [{"id": pool.rows[i]["id"], "text": pool.rows[i]["text"], "label": y_pool[i]} for i in idx]
+
     dev_idx: list[int] = []
     if use_all:
         # dev first (when carved from the pool), then every other labelled example is trained on
-        if src["dev"] is None and cfg.dev_size > 0:
+        if carve:
             if len(labelled_idx) <= cfg.dev_size:
                 raise DataError(f"data.dev_size={cfg.dev_size} leaves no training example of the {len(labelled_idx)} "
                                 f"labelled ones of '{pool.name}' (data.num_labeled=0: all the rest); lower "
                                 f"--data.dev_size or give --data.dev_file")
-            dev_idx = _balanced_subset(pool_classes, cfg.dev_size, _rng(seed, 1))
-            dev_rows = [{"id": pool.rows[i]["id"], "text": pool.rows[i]["text"], "label": y_pool[i]} for i in dev_idx]
+            dev_idx, dev_rows = carve_dev(labelled_idx)
             dev_source = f"carved from {pool.name}"
             dev_texts = {r["text"] for r in dev_rows}
         carved = set(dev_idx)
@@ -690,14 +695,13 @@ def load_text_classification(cfg: DataConfig, seed: int) -> TextClassificationDa
     train_set = set(train_idx)
     train_texts = {pool.rows[i]["text"] for i in train_idx}
 
-    if src["dev"] is None and cfg.dev_size > 0 and not use_all:
+    if carve and not use_all:
         rest = [i for i in labelled_idx if i not in train_set and pool.rows[i]["text"] not in train_texts]
         if len(rest) < cfg.dev_size:
             raise DataError(f"data.dev_size={cfg.dev_size} but only {len(rest)} labelled examples of "
                             f"'{pool.name}' remain after the {len(train_idx)} training ones; lower --data.dev_size "
                             f"or give --data.dev_file")
-        dev_idx = _balanced_subset(_by_class(rest, y_pool, k), cfg.dev_size, _rng(seed, 1))
-        dev_rows = [{"id": pool.rows[i]["id"], "text": pool.rows[i]["text"], "label": y_pool[i]} for i in dev_idx]
+        dev_idx, dev_rows = carve_dev(rest)
         dev_source = f"carved from {pool.name}"
         dev_texts = {r["text"] for r in dev_rows}
     dev_set = set(dev_idx)
