@@ -93,3 +93,26 @@ def test_bad_settings_are_clear_errors(tiny_qa_model_dir, tiny_squad_file, bad, 
     cfg = build_config("squad_v2", None, {**over, **bad})
     with pytest.raises(ValueError, match=msg):  # ConfigError and DataError are ValueErrors
         QATask().setup(cfg)
+
+
+def test_select_metric_picks_the_model_by_that_dev_metric(tiny_qa_model_dir, tiny_squad_file, tmp_path):  # noqa: F811
+    out = tmp_path / "run"
+    run("train_uda.py", ["--task", "squad_v2", *tiny_qa_args(tiny_qa_model_dir, tiny_squad_file),
+                         "--train.max_steps", "6", "--uda.lambda_u", "0", "--eval.select_metric", "HasAns_span_f1",
+                         "--report_to", "none", "--output_dir", str(out)])
+    results = json.loads((out / "results.json").read_text())
+    assert results["selected_model"]["by"] == "dev/HasAns_span_f1"
+    history = results["dev_history"]
+    best = max(h["HasAns_span_f1"] for h in history)
+    assert results["selected_model"]["step"] == next(h["step"] for h in history if h["HasAns_span_f1"] == best)
+
+
+def test_unknown_select_metric_is_an_error_naming_the_option(tiny_qa_model_dir, tiny_squad_file, tmp_path):  # noqa: F811
+    env = dict(os.environ, HF_HUB_OFFLINE="1", UDA_DATA_PATH="")
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "train_uda.py"), "--task", "squad_v2",
+                           *tiny_qa_args(tiny_qa_model_dir, tiny_squad_file), "--train.max_steps", "3",
+                           "--uda.lambda_u", "0", "--eval.select_metric", "accuracy", "--report_to", "none",
+                           "--output_dir", str(tmp_path / "run")], capture_output=True, text=True, env=env, cwd=REPO,
+                          timeout=600)
+    assert proc.returncode != 0
+    assert "--eval.select_metric 'accuracy'" in proc.stderr and "HasAns_span_f1" in proc.stderr

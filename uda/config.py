@@ -162,6 +162,9 @@ class QAConfig:
 @dataclass
 class EvalConfig:
     test: bool = _f(True, "Evaluate the selected (best dev) model on the test set once, at the end.")
+    select_metric: Optional[str] = _f(
+        None, "Dev metric that selects the model (higher is better), e.g. HasAns_span_f1 for squad_v2; None: the "
+        "task's own (accuracy for classification, best_f1 for squad_v2).")
 
 
 @dataclass

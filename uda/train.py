@@ -327,6 +327,8 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
     examples_per_step = (B + (r * B if use_uda else 0)) * accum * world
     t_loop = window_t0 = time.time()
 
+    select_metric = cfg.eval.select_metric or task.main_metric
+
     def evaluate_dev(step: int) -> Optional[float]:
         if not len(data.dev):
             return None
@@ -335,7 +337,10 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
         model.train()
         logger.log(step, {f"dev/{k}": float(v) for k, v in metrics.items()})
         dev_history.append({"step": step, **metrics})
-        return float(metrics[task.main_metric])
+        if select_metric not in metrics:
+            raise ValueError(f"--eval.select_metric '{select_metric}' is not a dev metric of task "
+                             f"'{cfg.task}'; choose one of: {', '.join(sorted(metrics))}")
+        return float(metrics[select_metric])
 
     def save_checkpoint(step: int, metric: Optional[float]) -> None:
         # every process hands in its own RNG and augmentation state; only the main one writes
@@ -357,7 +362,7 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
         checkpoint.save(ckpt_root, step, metric, cfg.checkpoint.keep_top_k, lambda d: task.save(unwrapped, d), state)
         best = checkpoint.best(ckpt_root)
         if metric is not None and best is not None:
-            tqdm.write(f"step {step}: dev {task.main_metric} {metric:.4f} "
+            tqdm.write(f"step {step}: dev {select_metric} {metric:.4f} "
                        f"(best {best.metric:.4f} at step {best.step})")
 
     model.train()
@@ -460,7 +465,7 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
     if best is not None:
         checkpoint.load_model_weights(unwrapped, best.path / checkpoint.MODEL_DIR)
     selected = {"step": best.step if best is not None else cfg.train.max_steps,
-                "by": f"dev/{task.main_metric}" if best is not None else "last step (no dev split)"}
+                "by": f"dev/{select_metric}" if best is not None else "last step (no dev split)"}
     test_metrics: dict = {}
     if cfg.eval.test and len(data.test):
         model.eval()
