@@ -77,8 +77,9 @@ TASKS = {
     "squad_v2": TaskSpec(
         title="SQuAD 2.0", unit="labelled questions",
         metrics=[("exact", "EM"), ("f1", "F1"), ("HasAns_exact", "HasAns EM"), ("HasAns_f1", "HasAns F1"),
-                 ("NoAns_exact", "NoAns acc"), ("best_f1", "best-threshold F1 (test)")],
-        plots=["f1", "HasAns_f1"], scale=1.0, default_num_labeled=[64, 256, 1024],
+                 ("NoAns_exact", "NoAns acc"), ("best_f1", "best-threshold F1 (test)"),
+                 ("HasAns_span_f1", "HasAns span F1"), ("answerability_accuracy", "answerability acc")],
+        plots=["f1", "HasAns_span_f1"], scale=1.0, default_num_labeled=[64, 256, 1024],
         default_methods=["supervised", "uda"]),
 }
 METHODS = ["supervised", "uda", "uda_tfidf", "uda_bt", "ceiling"]  # also the table's order within one N
@@ -192,11 +193,17 @@ def write_summary(out: Path, rows: list[dict], table: list[dict], task: str) -> 
         cells = []
         for m in keys:
             digits = 0 if m == "total_seconds" else 1
-            cells.append(f"{t[f'{m}_mean']:.{digits}f} ± {t[f'{m}_std']:.{digits}f}" if f"{m}_mean" in t else "-")
+            if f"{m}_mean" not in t:
+                cells.append("-")
+            elif t["seeds"] < 2:  # one seed has no spread: print the value alone, not "± 0"
+                cells.append(f"{t[f'{m}_mean']:.{digits}f}")
+            else:
+                cells.append(f"{t[f'{m}_mean']:.{digits}f} ± {t[f'{m}_std']:.{digits}f}")
         n = f"all ({t['num_train']})" if t["num_labeled"] == "all" else t["num_labeled"]
         lines.append(f"| {n} | {t['method']} | {t['seeds']} | " + " | ".join(cells) + " |")
     (out / "summary.md").write_text(
-        f"{spec.title}: test metrics in % (mean ± sample std over seeds; model selected on dev). "
+        f"{spec.title}: test metrics in % (mean ± sample std over seeds, the value alone for a single seed; "
+        "model selected on dev). "
         f"Runs and raw values: summary.json, summary.csv and each run's results.json.\n\n"
         + "\n".join(lines) + "\n", encoding="utf-8")
     written = [out / "summary.json", out / "summary.csv", out / "summary.md"]

@@ -50,6 +50,8 @@ def test_quick_imdb_sweep_summary_plots_and_resume(tiny_model_dir, tiny_text_dat
                   "--train.eval_batch_size", "32", "--uda.unsup_ratio", "2"]
     first = sweep([*common, "--seeds", "0", *train_opts])
     assert "already finished" not in first.stdout and len(started(first.stdout)) == 7
+    one_seed = next(l for l in (out / "summary.md").read_text().splitlines() if l.startswith("| 20 | supervised | 1 |"))
+    assert "±" not in one_seed  # a single seed has no spread to show
     # a second call with one more seed runs only the new seed's runs
     proc = sweep([*common, "--seeds", "0", "1", *train_opts])
     assert proc.stdout.count("already finished") == 7
