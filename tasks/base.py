@@ -35,6 +35,7 @@ class SupervisedOutput:
 class Task(Protocol):
     name: str
     main_metric: str  # dev metric used for model selection; higher is better
+    selectable_metrics: tuple[str, ...]  # dev metrics --eval.select_metric may name (checked before training)
     tsa_num_classes: int  # K in the TSA threshold alpha * (1 - 1/K) + 1/K (set by setup)
 
     def setup(self, cfg: Any) -> TaskData:

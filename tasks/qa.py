@@ -149,6 +149,8 @@ def prediction_records(examples: Sequence[dict], preds: Sequence[dict], threshol
 
 class QATask:
     name = "squad_v2"
+    selectable_metrics = ("exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "best_exact",
+                          "best_f1", "HasAns_span_exact", "HasAns_span_f1", "answerability_accuracy")
     main_metric = "best_f1"  # dev F1 at the dev-fitted no-answer threshold: the threshold test will use
 
     def __init__(self) -> None:

@@ -43,6 +43,7 @@ def accuracy_and_macro_f1(preds: np.ndarray, labels: np.ndarray, num_classes: in
 class TextClassificationTask:
     name = "text_classification"
     main_metric = "accuracy"
+    selectable_metrics = ("accuracy", "macro_f1")
 
     def __init__(self) -> None:
         self.tokenizer = None

@@ -44,6 +44,9 @@ def test_train_uda_squad_v2_end_to_end(tiny_qa_model_dir, tiny_squad_file, tmp_p
                 "HasAns_span_f1", "answerability_accuracy"]:
         assert key in test, key
     assert test["num_examples"] == 36 and test["threshold_fitted_on_dev"] == 1.0
+    from tasks.qa import QATask
+
+    assert set(QATask.selectable_metrics) <= set(test)  # what --eval.select_metric accepts is computed
     assert results["selected_model"]["by"] == "dev/best_f1"
     assert [h["step"] for h in results["dev_history"]] == [3, 6]
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

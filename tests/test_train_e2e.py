@@ -49,6 +49,9 @@ def test_train_uda_end_to_end(tiny_model_dir, tiny_text_data, tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert results["test"]["num_examples"] == 60
     assert results["selected_model"]["by"] == "dev/accuracy"
+    from tasks.text_classification import TextClassificationTask
+
+    assert set(TextClassificationTask.selectable_metrics) <= set(results["dev_history"][0])
     assert [h["step"] for h in results["dev_history"]] == [6, 12]
     assert results["data"]["num_train"] == 20 if "num_train" in results["data"] else True
     # metrics.jsonl: 4 training log lines (steps 3, 6, 9, 12), 2 dev evals, 1 test

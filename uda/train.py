@@ -244,6 +244,10 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
     from tasks import get_task
 
     task = task if task is not None else get_task(cfg.task)
+    known = getattr(task, "selectable_metrics", None)
+    if cfg.eval.select_metric is not None and known is not None and cfg.eval.select_metric not in known:
+        raise ConfigError(f"--eval.select_metric '{cfg.eval.select_metric}' is not a dev metric of task "
+                          f"'{cfg.task}'; choose one of: {', '.join(known)}")
     t_start = time.time()
     launched = int(os.environ.get("WORLD_SIZE", "1"))  # processes started by torchrun / accelerate launch
     # On a machine without a GPU, accelerate leaves each launched process on its own (all of them then
