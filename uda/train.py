@@ -244,10 +244,15 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
     from tasks import get_task
 
     task = task if task is not None else get_task(cfg.task)
-    known = getattr(task, "selectable_metrics", None)
-    if cfg.eval.select_metric is not None and known is not None and cfg.eval.select_metric not in known:
-        raise ConfigError(f"--eval.select_metric '{cfg.eval.select_metric}' is not a dev metric of task "
-                          f"'{cfg.task}'; choose one of: {', '.join(known)}")
+    select_metric = cfg.eval.select_metric or task.main_metric
+
+    def unknown_select_metric(choices: Any) -> ConfigError:
+        return ConfigError(f"--eval.select_metric '{select_metric}' is not a dev metric of task '{cfg.task}'; "
+                           f"choose one of: {', '.join(choices)}")
+
+    known = getattr(task, "selectable_metrics", None)  # checked now; a task without the list, at the first eval
+    if known is not None and select_metric not in known:
+        raise unknown_select_metric(known)
     t_start = time.time()
     launched = int(os.environ.get("WORLD_SIZE", "1"))  # processes started by torchrun / accelerate launch
     # On a machine without a GPU, accelerate leaves each launched process on its own (all of them then
@@ -331,8 +336,6 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
     examples_per_step = (B + (r * B if use_uda else 0)) * accum * world
     t_loop = window_t0 = time.time()
 
-    select_metric = cfg.eval.select_metric or task.main_metric
-
     def evaluate_dev(step: int) -> Optional[float]:
         if not len(data.dev):
             return None
@@ -342,8 +345,7 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
         logger.log(step, {f"dev/{k}": float(v) for k, v in metrics.items()})
         dev_history.append({"step": step, **metrics})
         if select_metric not in metrics:
-            raise ValueError(f"--eval.select_metric '{select_metric}' is not a dev metric of task "
-                             f"'{cfg.task}'; choose one of: {', '.join(sorted(metrics))}")
+            raise unknown_select_metric(sorted(metrics))
         return float(metrics[select_metric])
 
     def save_checkpoint(step: int, metric: Optional[float]) -> None:
