@@ -230,6 +230,7 @@ class MarianEngine:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.temperature, self.top_k, self.top_p, self.num_beams = temperature, top_k, top_p, int(num_beams)
+        self.deterministic = temperature is None  # beam search ignores the rng
         self.batch_size, self.max_tokens, self.sort = int(batch_size), int(max_tokens), bool(sort)
         self.device = torch.device(_default_device() if device == "auto" else device)
         if dtype == "auto":

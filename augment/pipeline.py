@@ -295,6 +295,12 @@ def augment_texts(
             tfidf_stats = fit_tfidf_stats(texts)
         corpus_digest = _digest(ukeys).hex()
     aug = make_augmenter(method, options, tfidf_stats)
+    # a deterministic chain (Apertium, beam-search Marian) gives every copy of a text the same output:
+    # compute copy 0 only and repeat it
+    made = 1 if copies > 1 and is_deterministic(aug) else copies
+    if made < copies:
+        log(f"[augment] {aug.name} is deterministic, so its {copies} copies of a text are identical: computing "
+            f"one and repeating it (follow it with a word-level method, e.g. {method}+tf_idf, for distinct copies)")
     skey = _settings_key(method, options, aug.name, seed, chunk_size, corpus_digest)
     folder = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     cache = ChunkCache(folder / f"{_safe(aug.name)}-s{seed}-c{chunk_size}-{skey}")
@@ -309,7 +315,7 @@ def augment_texts(
         tasks = []
         for c in my_chunks:
             missing_by_j: dict[tuple[str, ...], list[int]] = {}
-            for j in range(copies):
+            for j in range(made):
                 miss = tuple(k for k in chunks[c] if (k, j) not in cached)
                 if miss:
                     missing_by_j.setdefault(miss, []).append(j)
@@ -319,7 +325,7 @@ def augment_texts(
         totals["texts_computed"] += len({k for t in tasks for k in t.keys})
         if not tasks:
             return
-        bar = _progress(n_pairs // copies or 1, progress, f"{aug.name} (rank {rank})" if world > 1 else aug.name)
+        bar = _progress(n_pairs // made or 1, progress, f"{aug.name} (rank {rank})" if world > 1 else aug.name)
         done_pairs = shown = 0
         t0 = time.perf_counter()
 
@@ -335,7 +341,7 @@ def augment_texts(
                 errors[task.keys[i]] = msg
             totals.update(delta)
             done_pairs += len(task.keys) * len(task.copies)
-            now = done_pairs // copies
+            now = done_pairs // made
             if bar is not None:
                 bar.update(now - shown)
             shown = now
@@ -358,7 +364,7 @@ def augment_texts(
 
     try:
         cached = cache.load(set(ukeys))
-        hits = sum(1 for k in ukeys if all((k, j) in cached for j in range(copies)))
+        hits = sum(1 for k in ukeys if all((k, j) in cached for j in range(made)))
         log(f"[augment] {len(texts)} texts ({len(ukeys)} unique), {hits} fully cached in {cache.folder}"
             + (f", {cache.torn_lines} torn cache lines ignored" if cache.torn_lines else ""))
         totals["cache_hits"] = hits
@@ -382,12 +388,23 @@ def augment_texts(
 
     out: list[Optional[list[str]]] = []
     for k in keys:
-        got = [cached.get((k, j)) for j in range(copies)]
+        got = [cached.get((k, j if j < made else 0)) for j in range(copies)]
         out.append(None if any(g is None for g in got) else got)  # type: ignore[misc]
     totals["wall_seconds"] = time.perf_counter() - t_start
     stats = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in totals.items()}
+    stats["distinct_copies_computed"] = made
     stats["errors"] = errors
     return AugmentOutcome(out, aug.name, str(cache.folder), stats)
+
+
+def is_deterministic(aug: Any) -> bool:
+    """True when ``aug`` ignores its rng, so every copy of a text is the same: a chain of back-translations
+    whose engines are all deterministic (Apertium; Marian with beam search)."""
+    parts = getattr(aug, "augmenters", None)
+    if parts is not None:
+        return all(is_deterministic(a) for a in parts)
+    engine = getattr(aug, "engine", None)
+    return bool(getattr(engine, "deterministic", False))
 
 
 def _progress(total: int, enabled: bool, desc: str):

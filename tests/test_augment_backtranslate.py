@@ -167,6 +167,8 @@ def test_marian_greedy_sorted_batches_match_one_at_a_time(tiny_marian):
     single = marian_back_translation(str(tiny_marian), str(tiny_marian), temperature=None, num_beams=1,
                                      batch_size=1, sort=False, max_tokens=12)
     assert batched.name.endswith("-beam1")
+    assert batched.engine.deterministic and not marian_back_translation(
+        str(tiny_marian), str(tiny_marian), temperature=0.9, max_tokens=12).engine.deterministic  # sampling
     rng = np.random.default_rng(0)
     assert batched.engine.translate(SENTENCES, 0, rng) == single.engine.translate(SENTENCES, 0, rng)
 
@@ -195,6 +197,7 @@ def test_apertium_round_trip_batches_and_keeps_alignment():
     assert "ending" in out[1].lower() or "end" in out[1].lower()
     assert all("*" not in o for o in out)
     bt = apertium_back_translation()
+    assert bt.engine.deterministic
     texts = ["The actors were wonderful and the story moved me.<br /><br />I would watch it again tomorrow.",
              "Bad."]
     got = bt(texts, np.random.default_rng(0))

@@ -222,3 +222,42 @@ def test_cli_help_and_error(tmp_path):
                              "--cache-dir", str(tmp_path / "c"), "--output-dir", str(tmp_path)],
                             cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert failed.returncode == 2 and "no text column 'text'" in failed.stderr
+
+
+# ---------------------------------------------------------------------------------- deterministic chains
+
+
+class CountingEngine:
+    """A deterministic 'translation' (upper-casing) that counts the sentences it is given."""
+
+    name = "upper"
+
+    def __init__(self, deterministic: bool):
+        self.deterministic = deterministic
+        self.calls = 0
+
+    def round_trip(self, units, rng):
+        self.calls += len(units)
+        return [u.upper() for u in units]
+
+
+def test_deterministic_chain_computes_one_copy_and_repeats_it(tmp_path, monkeypatch):
+    from augment.backtranslate import BackTranslation
+    from augment.pipeline import is_deterministic
+
+    engine = CountingEngine(deterministic=True)
+    monkeypatch.setitem(registry.METHODS, "upper_bt", lambda o, s: BackTranslation(engine, memo_size=0))
+    texts = [f"Sentence number {i} is here. And a second one for {i}." for i in range(6)]
+    out = augment_texts(texts, "upper_bt", copies=3, seed=0, chunk_size=4, cache_dir=tmp_path / "c", progress=False)
+    assert engine.calls == 12  # 6 texts x 2 sentences, once: not once per copy
+    assert all(cps == [t.upper()] * 3 for t, cps in zip(texts, out.copies))
+    assert out.stats["distinct_copies_computed"] == 1
+    # the same texts with 1 copy come from the cache (the copies share one cache entry)
+    again = augment_texts(texts, "upper_bt", copies=1, seed=0, chunk_size=4, cache_dir=tmp_path / "c", progress=False)
+    assert engine.calls == 12 and again.stats["cache_hits"] == 6
+    # a word-level method after it draws from the rng: copies differ again and are all computed
+    chained = augment_texts(texts, "upper_bt+swap", {"p": 0.5}, copies=3, seed=0, chunk_size=4,
+                            cache_dir=tmp_path / "c", progress=False)
+    assert chained.stats["distinct_copies_computed"] == 3
+    assert any(len(set(cps)) > 1 for cps in chained.copies)
+    assert not is_deterministic(BackTranslation(CountingEngine(deterministic=False)))
