@@ -37,7 +37,23 @@ def test_top_k_latest_and_pointers(tmp_path):
     assert (root / "best").read_text().strip() == "step-00000002"
     assert checkpoint.read_pointer(root, "best") == root / "step-00000002"
     assert checkpoint.best(root).step == 2 and checkpoint.latest(root).step == 6
-    assert json.loads((root / "step-00000005" / checkpoint.META_FILE).read_text()) == {"step": 5, "metric": 0.7}
+    assert json.loads((root / "step-00000005" / checkpoint.META_FILE).read_text()) == {"step": 5, "metric": 0.7,
+                                                                                          "metric_name": None}
+
+
+def test_rescore_reranks_by_another_metric_and_moves_the_best_pointer(tmp_path):
+    root = tmp_path / "checkpoints"
+    for step, metric in [(2, 0.9), (4, 0.5), (5, None), (6, 0.7)]:
+        checkpoint.save(root, step, metric, 5, lambda d: d.mkdir(), {"step": step}, metric_name="accuracy")
+    assert checkpoint.best(root).step == 2
+    assert [c.step for c in checkpoint.list_checkpoints(root)] == [2, 4, 6]  # 5 had no metric: pruned
+    changed = checkpoint.rescore(root, "macro_f1", {2: 0.3, 4: 0.8})  # no macro_f1 recorded for step 6
+    assert [c.step for c in changed] == [2, 4, 6]
+    assert checkpoint.best(root).step == 4 and (root / "best").read_text().strip() == "step-00000004"
+    assert [c.metric for c in checkpoint.list_checkpoints(root)] == [0.3, 0.8, None]
+    meta = json.loads((root / "step-00000006" / checkpoint.META_FILE).read_text())
+    assert meta == {"step": 6, "metric": None, "metric_name": "macro_f1"}
+    assert checkpoint.rescore(root, "macro_f1", {}) == []  # already ranked by it: nothing to do
 
 
 def test_checkpoints_without_metric_keep_only_the_latest(tmp_path):

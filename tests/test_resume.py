@@ -104,6 +104,23 @@ def test_resumed_run_equals_uninterrupted_run(model_dir, tiny_text_data, tmp_pat
           f"losses identical: {[la['train/loss'] for la in a] == [lb['train/loss'] for lb in b]}")
 
 
+def test_resume_with_another_select_metric_reranks_the_kept_checkpoints(model_dir, tiny_text_data, tmp_path):
+    out = tmp_path / "run"
+    opts = dict(_options(), **{"eval.select_metric": "accuracy", "checkpoint.keep_top_k": 3})
+    with pytest.raises(Interrupted):  # checkpoints 3 and 4 (evaluated) exist
+        run(tiny_config(model_dir, tiny_text_data, out, **opts), InterruptedTask(at=6))
+    opts.update({"eval.select_metric": "macro_f1", "checkpoint.resume": True})
+    results = run(tiny_config(model_dir, tiny_text_data, out, **opts))
+    metas = [json.loads((c.path / checkpoint.META_FILE).read_text())
+             for c in checkpoint.list_checkpoints(out / "checkpoints")]
+    assert metas and all(m["metric_name"] == "macro_f1" for m in metas)
+    f1 = {h["step"]: h["macro_f1"] for h in results["dev_history"]}
+    for m in metas:
+        assert m["metric"] == (pytest.approx(f1[m["step"]]) if m["step"] in f1 else None)
+    best_step = max(f1, key=lambda s: (f1[s], -s))
+    assert results["selected_model"] == {"step": best_step, "by": "dev/macro_f1"}
+
+
 # Runs the training script with torch.save slowed down at the second checkpoint: it signals through a
 # file that the save is under way, then waits to be killed.
 _DRIVER = r"""

@@ -94,7 +94,7 @@ def best(root: Path) -> Optional[Checkpoint]:
 # ----------------------------------------------------------------------------- saving
 
 def save(root: Path, step: int, metric: Optional[float], keep_top_k: int,
-         write_model: Callable[[Path], None], state: dict) -> Checkpoint:
+         write_model: Callable[[Path], None], state: dict, metric_name: Optional[str] = None) -> Checkpoint:
     """Write checkpoint ``step`` atomically, update the pointers and delete checkpoints that are
     neither the latest nor among the ``keep_top_k`` best by ``metric``. Call from one process only.
 
@@ -110,7 +110,8 @@ def save(root: Path, step: int, metric: Optional[float], keep_top_k: int,
     with _no_progress_bars():
         write_model(tmp / MODEL_DIR)
     torch.save(state, tmp / STATE_FILE)
-    (tmp / META_FILE).write_text(json.dumps({"step": step, "metric": metric}), encoding="utf-8")
+    (tmp / META_FILE).write_text(json.dumps({"step": step, "metric": metric, "metric_name": metric_name}),
+                                 encoding="utf-8")
     _fsync_tree(tmp)
     if final.exists():  # the same step saved again: move the old one aside, then swap
         old = root / f".old-{name}"
@@ -124,6 +125,28 @@ def save(root: Path, step: int, metric: Optional[float], keep_top_k: int,
     write_pointers(root)
     prune(root, keep_top_k)
     return Checkpoint(final, step, metric)
+
+
+def rescore(root: Path, metric_name: str, values: dict[int, Optional[float]]) -> list[Checkpoint]:
+    """Re-rank the checkpoints under ``root`` by another dev metric: each checkpoint whose recorded metric
+    name is not ``metric_name`` gets ``values[step]`` (None where that step was not evaluated), and the
+    pointers follow. Returns the checkpoints changed. For a resumed run whose ``--eval.select_metric``
+    changed; ``values`` comes from its dev history. Call from one process only."""
+    changed = []
+    for c in list_checkpoints(root):
+        meta_path = c.path / META_FILE
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if meta.get("metric_name") == metric_name:
+            continue
+        value = values.get(c.step)
+        meta.update({"metric": None if value is None else float(value), "metric_name": metric_name})
+        tmp = c.path / f".{META_FILE}.tmp"
+        tmp.write_text(json.dumps(meta), encoding="utf-8")
+        os.replace(tmp, meta_path)
+        changed.append(Checkpoint(c.path, c.step, meta["metric"]))
+    if changed:
+        write_pointers(root)
+    return changed
 
 
 def write_pointers(root: Path) -> None:

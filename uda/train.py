@@ -330,6 +330,12 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
         mine = processes[rank % len(processes)]
         drawn = dict(mine["examples"])
         keep_lines = state["metrics_lines"]
+        if main:  # checkpoints saved under another --eval.select_metric are re-ranked by this one
+            rescored = checkpoint.rescore(ckpt_root, select_metric,
+                                          {h["step"]: h.get(select_metric) for h in dev_history})
+            if rescored:
+                tqdm.write(f"re-ranked {len(rescored)} checkpoint(s) by dev {select_metric} from the dev history; "
+                           f"checkpoints pruned earlier (keep_top_k) were chosen by the metric of that time")
 
     logger = MetricsLogger(run_dir, cfg.report_to == "tensorboard", main,
                            resume_step=start_step if resume_from is not None else None, keep_lines=keep_lines)
@@ -365,7 +371,8 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
                      "resumed_at": resumed_at},
             "metrics_lines": logger.lines,
         }
-        checkpoint.save(ckpt_root, step, metric, cfg.checkpoint.keep_top_k, lambda d: task.save(unwrapped, d), state)
+        checkpoint.save(ckpt_root, step, metric, cfg.checkpoint.keep_top_k, lambda d: task.save(unwrapped, d), state,
+                        metric_name=select_metric)
         best = checkpoint.best(ckpt_root)
         if metric is not None and best is not None:
             tqdm.write(f"step {step}: dev {select_metric} {metric:.4f} "
