@@ -178,3 +178,19 @@ def test_num_labeled_zero_means_all_labelled(tiny_text_data):
     assert len(split["train"]) == split["info"]["counts"]["labeled_pool"]["questions"] == len(labelled) > 0
     assert split["info"]["counts"]["unlabeled"] == len(ex) - len(split["train"]) - len(split["dev"]) - len(
         split["test"])
+
+
+def test_augment_strength_measure_golden():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("augment_strength", REPO / "benchmarks" / "augment_strength.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    originals = ["A great film, great cast.<br />Boring end", "plain words here"]
+    copies = ["A big film, great cast. Dull end", "plain words here"]
+    r = mod.measure(originals, copies)
+    # review 1: 7 words, 5 kept (a, film, great, cast, end) -> 2/7 changed; review 2 unchanged
+    assert r["words_changed"] == pytest.approx((2 / 7 + 0) / 2)
+    # sentiment occurrences: great x2 (1 kept), boring x1 (0 kept)
+    assert r["sentiment_occurrences"] == 3 and r["sentiment_kept"] == pytest.approx(1 / 3)
+    assert r["identical"] == 0.5 and r["length_ratio"] == pytest.approx((7 / 7 + 1) / 2)
