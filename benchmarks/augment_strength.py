@@ -19,7 +19,6 @@ Writes results.json and results.md to --out.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import re
 import sys
@@ -66,12 +65,6 @@ def measure(originals: list[str], copies: list[str]) -> dict:
             "per_word_kept": {w: word_kept[w] / n for w, n in word_seen.most_common() if n >= 20}}
 
 
-def read_jsonl_gz(path: Path) -> list[dict]:
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, help="IMDB folder holding unsup.jsonl.gz")
@@ -84,10 +77,12 @@ def main() -> None:
     ap.add_argument("--out", default="results/augment_strength")
     args = ap.parse_args()
 
+    from augment.precomputed import PrecomputedAugmenter
     from augment.registry import make_augmenter
     from augment.word_replace import fit_tfidf_stats
+    from tasks.text_data import read_table
 
-    unsup = [r["text"] for r in read_jsonl_gz(Path(args.data) / "unsup.jsonl.gz")]
+    unsup = [r["text"] for r in read_table(Path(args.data) / "unsup.jsonl.gz", label_column=None, require_label=False)]
     rng = np.random.default_rng(args.seed)
     sample = [unsup[i] for i in sorted(rng.choice(len(unsup), size=min(args.limit, len(unsup)), replace=False))]
     results: dict = {"settings": vars(args), "sentiment_words": sorted(SENTIMENT_WORDS), "augmenters": {}}
@@ -96,12 +91,12 @@ def main() -> None:
         name, _, path = spec.partition("=")
         if not path:
             ap.error(f"--file {spec!r}: write NAME=PATH")
-        by_text = {r["text"]: r["augmented"][0] for r in read_jsonl_gz(Path(path))}
-        missing = [t for t in sample if t not in by_text]
+        precomputed = PrecomputedAugmenter(path)
+        missing = [t for t in sample if t not in precomputed]
         if missing:
             sys.exit(f"error: {path} has no copy of {len(missing)} of the {len(sample)} sampled reviews; "
                      f"give a file made from {args.data}/unsup.jsonl.gz")
-        results["augmenters"][name] = measure(sample, [by_text[t] for t in sample])
+        results["augmenters"][name] = measure(sample, [precomputed.copies(t)[0] for t in sample])
     stats = None
     for spec in args.method:
         method, _, p = spec.partition(":")

@@ -140,9 +140,7 @@ def rescore(root: Path, metric_name: str, values: dict[int, Optional[float]]) ->
             continue
         value = values.get(c.step)
         meta.update({"metric": None if value is None else float(value), "metric_name": metric_name})
-        tmp = c.path / f".{META_FILE}.tmp"
-        tmp.write_text(json.dumps(meta), encoding="utf-8")
-        os.replace(tmp, meta_path)
+        _replace_text(meta_path, json.dumps(meta))
         changed.append(Checkpoint(c.path, c.step, meta["metric"]))
     if changed:
         write_pointers(root)
@@ -159,12 +157,17 @@ def write_pointers(root: Path) -> None:
         if target is None:
             path.unlink(missing_ok=True)
             continue
-        tmp = Path(root) / f".{pointer}.tmp"
-        with tmp.open("w", encoding="utf-8") as f:
-            f.write(target.path.name + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        _replace_text(path, target.path.name + "\n")
+
+
+def _replace_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a synced temporary file beside it, renamed over it."""
+    tmp = path.parent / f".{path.name}.tmp"
+    with tmp.open("w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def read_pointer(root: Path, pointer: str) -> Optional[Path]:
