@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import torch
@@ -53,6 +53,8 @@ class TextClassificationTask:
         self.rng = np.random.default_rng(0)
         self.max_length = 128
         self.model_path = ""
+        self.class_logits_index = 0  # consistency_logits()[0] is a distribution over the classes
+        self.class_prior: torch.Tensor = torch.full((2,), 0.5)  # of the labelled set (distribution alignment)
 
     # ------------------------------------------------------------------ setup
     def setup(self, cfg: Any) -> TaskData:
@@ -68,6 +70,9 @@ class TextClassificationTask:
         )
         self.tokenizer.truncation_side = cfg.model.truncation_side
         self.rng = np.random.default_rng(cfg.seed + 1)
+        counts = torch.bincount(torch.tensor([e["label"] for e in data.train], dtype=torch.long),
+                                minlength=len(self.label_names)).float()
+        self.class_prior = counts / counts.sum().clamp(min=1.0)
         needs_unlabeled = cfg.uda.lambda_u > 0
         if needs_unlabeled:
             self.augmenter = self._build_augmenter(cfg.augment, data.unlabeled)
@@ -97,19 +102,10 @@ class TextClassificationTask:
         return augmenter
 
     def build_model(self, cfg: Any) -> torch.nn.Module:
-        from transformers import AutoConfig, AutoModelForSequenceClassification
+        from tasks.text_model import build_text_classifier
 
-        id2label = dict(enumerate(self.label_names))
-        kwargs: dict = {}
-        if cfg.model.dropout is not None:
-            kwargs.update(hidden_dropout_prob=cfg.model.dropout, attention_probs_dropout_prob=cfg.model.dropout)
-        config = AutoConfig.from_pretrained(
-            self.model_path, num_labels=len(self.label_names), id2label=id2label,
-            label2id={v: k for k, v in id2label.items()}, trust_remote_code=cfg.model.trust_remote_code, **kwargs,
-        )
-        return AutoModelForSequenceClassification.from_pretrained(
-            self.model_path, config=config, trust_remote_code=cfg.model.trust_remote_code
-        )
+        return build_text_classifier(self.model_path, self.label_names, cfg.model.pooling, cfg.model.dropout,
+                                     cfg.model.trust_remote_code)
 
     # ------------------------------------------------------------------ batches
     def _encode(self, texts: Sequence[str]) -> dict:
@@ -138,6 +134,13 @@ class TextClassificationTask:
 
     def consistency_logits(self, model: torch.nn.Module, batch: dict) -> list[torch.Tensor]:
         return [model(**batch).logits.float()]  # [(B, K)]; float32 whatever the compute dtype
+
+    @staticmethod
+    def hidden_labels(examples: list) -> Optional[torch.Tensor]:
+        """Labels that unlabelled examples carry but training never reads (IMDB's training pool has
+        them), -1 where unknown; None when no example has one. For diagnostics only."""
+        labels = [e.get("hidden_label", -1) for e in examples]
+        return torch.tensor(labels, dtype=torch.long) if any(y >= 0 for y in labels) else None
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, model: torch.nn.Module, examples: Sequence[Any], accelerator: Any,

@@ -722,11 +722,14 @@ def load_text_classification(cfg: DataConfig, seed: int) -> TextClassificationDa
 
     # unlabelled pool: unlabelled file (long enough) + -1 rows of train + (optionally) the train pool
     unl: list[dict] = []
-    skipped_short = skipped_dev = 0
+    skipped_short = skipped_dev = skipped_test = 0
     from_file = 0
+    # every test text (not only a --data.max_test subset) is kept out of the pool: IMDB's train and
+    # unsup files hold some test reviews verbatim
+    test_texts = {r["text"] for r in src["test"].rows} if src["test"] is not None else set()
 
-    def add_unlabeled(rid: str, text: Any, check_len: bool) -> bool:
-        nonlocal skipped_short, skipped_dev
+    def add_unlabeled(rid: str, text: Any, check_len: bool, hidden_label: int = -1) -> bool:
+        nonlocal skipped_short, skipped_dev, skipped_test
         if text is None or not str(text).strip():
             return False
         if check_len and len(text) < cfg.min_unlabeled_chars:
@@ -735,7 +738,13 @@ def load_text_classification(cfg: DataConfig, seed: int) -> TextClassificationDa
         if text in dev_texts:
             skipped_dev += 1
             return False
-        unl.append({"id": rid, "text": text})
+        if text in test_texts:
+            skipped_test += 1
+            return False
+        row = {"id": rid, "text": text}
+        if hidden_label >= 0:
+            row["hidden_label"] = hidden_label  # never read by training or selection: diagnostics only
+        unl.append(row)
         return True
 
     if src["unlabeled"] is not None:
@@ -749,7 +758,7 @@ def load_text_classification(cfg: DataConfig, seed: int) -> TextClassificationDa
     if cfg.unlabeled_from_train:
         for i, y in enumerate(y_pool):
             if y >= 0 and i not in dev_set:
-                from_train += add_unlabeled(pool.rows[i]["id"], pool.rows[i]["text"], False)
+                from_train += add_unlabeled(pool.rows[i]["id"], pool.rows[i]["text"], False, y)
     before_cap = len(unl)
     if cfg.max_unlabeled is not None and cfg.max_unlabeled < len(unl):
         keep = np.sort(_rng(seed, 3).choice(len(unl), size=max(cfg.max_unlabeled, 0), replace=False))
@@ -790,6 +799,7 @@ def load_text_classification(cfg: DataConfig, seed: int) -> TextClassificationDa
             "unlabeled_from_train_pool": from_train,
             "unlabeled_skipped_short": skipped_short,
             "unlabeled_skipped_dev_text": skipped_dev,
+            "unlabeled_skipped_test_text": skipped_test,
         },
         "load_seconds": round(time.perf_counter() - t0, 3),
     }

@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from uda.losses import consistency_loss, kl_divergence, total_loss, tsa_supervised_loss, tsa_threshold
+from uda.losses import (aligned_log_probs, class_prediction_stats, consistency_loss, kl_divergence, ramp, total_loss,
+                        tsa_supervised_loss, tsa_threshold)
 
 
 # ----------------------------------------------------------------------------- TSA threshold
@@ -167,6 +168,60 @@ def test_low_precision_logits_computed_in_float32():
     loss, _ = consistency_loss(ori, aug)
     assert loss.dtype == torch.float32
     assert loss.item() == pytest.approx(0.27952277264966424, abs=1e-3)
+
+
+# ----------------------------------------------------------------------------- hard target, alignment
+
+def test_hard_target_golden_is_cross_entropy_on_argmax():
+    ori = torch.tensor([[2.0, 0.5, -1.0], [0.1, 0.0, 0.2]])
+    aug = torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    loss, mask = consistency_loss(ori, aug, hard=True)
+    assert mask.tolist() == [1.0, 1.0]
+    assert loss.item() == pytest.approx(0.9803035463631804, abs=1e-6)  # (-log q0[0] - log q1[2]) / 2
+    # the temperature plays no part in a one-hot target
+    assert consistency_loss(ori, aug, temperature=0.5, hard=True)[0].item() == pytest.approx(loss.item(), abs=1e-7)
+    # confidence masks on the unsharpened max probability, all examples stay in the denominator
+    loss_c, mask_c = consistency_loss(ori, aug, confidence=0.5, hard=True)
+    assert mask_c.tolist() == [1.0, 0.0]
+    assert loss_c.item() == pytest.approx(0.43099740202912556, abs=1e-6)
+
+
+def test_hard_target_has_no_gradient_into_original_and_all_masked_is_zero():
+    ori = torch.randn(4, 3, requires_grad=True)
+    aug = torch.randn(4, 3, requires_grad=True)
+    loss, _ = consistency_loss(ori, aug, hard=True)
+    loss.backward()
+    assert ori.grad is None and aug.grad.abs().sum() > 0
+    loss0, mask0 = consistency_loss(torch.zeros(3, 2), torch.randn(3, 2), confidence=0.9, hard=True)
+    assert mask0.sum().item() == 0 and loss0.item() == 0.0
+
+
+def test_distribution_alignment_golden():
+    ori = torch.tensor([[2.0, 0.5, -1.0]])
+    aug = torch.tensor([[1.0, 1.0, 0.0]])
+    w = torch.tensor([0.5, 1.0, 4.0])  # target prior / model's running mean prediction
+    assert aligned_log_probs(ori, w).exp()[0].tolist() == pytest.approx([0.54213563, 0.24193362, 0.21593075], abs=1e-6)
+    assert consistency_loss(ori, aug, alignment=w)[0].item() == pytest.approx(0.07170478395007444, abs=1e-6)
+    # alignment first, then sharpening of the aligned distribution
+    assert consistency_loss(ori, aug, temperature=0.5, alignment=w)[0].item() == pytest.approx(0.2211799591988848,
+                                                                                               abs=1e-6)
+    # uniform weights change nothing (same as no alignment, with and without temperature)
+    for t in (None, 0.85):
+        same = consistency_loss(ori, aug, temperature=t, alignment=torch.full((3,), 7.0))[0]
+        assert same.item() == pytest.approx(consistency_loss(ori, aug, temperature=t)[0].item(), abs=1e-6)
+
+
+def test_class_prediction_stats_golden():
+    stats = class_prediction_stats(torch.tensor([[2.0, 0.0], [1.0, 0.0], [0.0, 3.0]]))
+    assert stats["pred_entropy"] == pytest.approx(0.9918508565362363, abs=1e-6)
+    assert stats["max_class_share"] == pytest.approx(2 / 3)
+    collapsed = class_prediction_stats(torch.tensor([[9.0, -9.0]] * 4))
+    assert collapsed["max_class_share"] == 1.0 and collapsed["pred_entropy"] < 1e-5
+
+
+def test_ramp():
+    assert [ramp(s, 4) for s in (0, 1, 2, 4, 9)] == [0.0, 0.25, 0.5, 1.0, 1.0]
+    assert ramp(0, None) == 1.0 and ramp(3, 0) == 1.0
 
 
 def test_total_loss():

@@ -45,6 +45,11 @@ class ModelConfig:
         "left", "Which end to cut long texts from: 'left' keeps the right-hand end, as the reference UDA does."
     )
     dropout: Optional[float] = _f(None, "Override the encoder's dropout probabilities (None: keep the model's).")
+    pooling: Literal["cls", "mean"] = _f(
+        "cls", "Text classification: what the classifier reads. 'cls': the model's own sequence-classification head "
+        "(BERT: the pooler on the first token); 'mean': the mean of the last hidden states over the tokens, as "
+        "sentence encoders such as all-MiniLM-L6-v2 were trained (load the saved model with "
+        "tasks.text_model.load_text_classifier).")
     trust_remote_code: bool = _f(False, "Allow custom model code from the hub. Off unless you trust the source.")
 
 
@@ -131,6 +136,17 @@ class UDAConfig:
     tsa: Optional[Literal["linear", "exp", "log"]] = _f("linear", "Training Signal Annealing schedule (None: off).")
     temperature: Optional[float] = _f(None, "Sharpening temperature of the original view's target (None: off).")
     confidence: Optional[float] = _f(None, "Confidence mask threshold on the original view's max probability.")
+    target: Literal["soft", "hard"] = _f(
+        "soft", "Consistency target: 'soft', UDA's (sharpened by uda.temperature) distribution of the original view; "
+        "'hard', FixMatch's one-hot argmax of it (the temperature then plays no part; pair it with uda.confidence).")
+    distribution_alignment: bool = _f(
+        False, "Re-weight the original view's probabilities by (labelled class prior / running mean of the model's "
+        "predictions on unlabelled batches) before sharpening and masking (ReMixMatch, AdaMatch): a guard against "
+        "every unlabelled example drifting to one class. Classification tasks only.")
+    alignment_momentum: float = _f(0.99, "Momentum of the running mean prediction used by distribution alignment.")
+    lambda_u_ramp_steps: Optional[int] = _f(
+        None, "Ramp the consistency weight linearly from 0 to uda.lambda_u over this many steps (None: full weight "
+        "from the first step).")
 
 
 @dataclass
@@ -378,6 +394,9 @@ def validate(cfg: Config) -> None:
     need(u.unsup_ratio >= 1, f"uda.unsup_ratio must be >= 1, got {u.unsup_ratio}")
     need(u.temperature is None or u.temperature > 0, f"uda.temperature must be > 0 or None, got {u.temperature}")
     need(u.confidence is None or 0 <= u.confidence < 1, f"uda.confidence must be in [0, 1) or None, got {u.confidence}")
+    need(0 <= u.alignment_momentum < 1, f"uda.alignment_momentum must be in [0, 1), got {u.alignment_momentum}")
+    need(u.lambda_u_ramp_steps is None or u.lambda_u_ramp_steps >= 1,
+         f"uda.lambda_u_ramp_steps must be >= 1 or None, got {u.lambda_u_ramp_steps}")
     need(d.num_labeled >= 0, f"data.num_labeled must be >= 1, or 0 for all labelled examples, got {d.num_labeled}")
     need(d.dev_size >= 0, f"data.dev_size must be >= 0, got {d.dev_size}")
     need(0 <= cfg.augment.p <= 1, f"augment.p must be in [0, 1], got {cfg.augment.p}")

@@ -66,41 +66,86 @@ def kl_divergence(target_log_probs: torch.Tensor, log_probs: torch.Tensor) -> to
     return (p * (target_log_probs - log_probs)).sum(dim=-1)
 
 
+def aligned_log_probs(logits: torch.Tensor, alignment: Optional[torch.Tensor]) -> torch.Tensor:
+    """Distribution alignment (ReMixMatch, AdaMatch): log of p * w / sum(p * w), p = softmax(logits).
+
+    ``alignment`` is a (C,) vector of positive weights, target class prior / running mean of the
+    model's predictions, that pulls the predictions' class marginal towards the labelled prior (a
+    guard against every unlabelled example drifting to one class). ``None``: log_softmax(logits).
+    """
+    log_p = F.log_softmax(logits.float(), dim=-1)
+    if alignment is None:
+        return log_p
+    return F.log_softmax(log_p + alignment.float().clamp(min=1e-12).log(), dim=-1)
+
+
 def consistency_loss(
     ori_logits: torch.Tensor,
     aug_logits: torch.Tensor,
     temperature: Optional[float] = None,
     confidence: Optional[float] = None,
+    hard: bool = False,
+    alignment: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """UDA consistency loss between the original view (target) and the augmented view.
 
     ori_logits, aug_logits: (B, C). Classes that do not exist for an example may be given as -inf
     (or any very negative logit) in both; they contribute exactly 0.
-    target = softmax(ori_logits / temperature), computed without gradient (stop-gradient: no
-    gradient ever reaches ``ori_logits``). ``temperature=None`` means no sharpening.
-    mask = 1 where max softmax(ori_logits) (the *unsharpened* probabilities) > confidence
-    (strictly); ``confidence=None`` keeps every example.
-    loss = sum(KL(target || softmax(aug_logits)) * mask) / B: masked examples still count in the
-    denominator (the reference's reduce_mean over all unlabelled examples).
+    The target is computed without gradient (stop-gradient: no gradient ever reaches ``ori_logits``):
+      p = softmax(ori_logits), re-weighted by ``alignment`` when given (see aligned_log_probs);
+      soft (UDA):      target = p^(1/T) / sum p^(1/T), i.e. softmax(ori_logits / T) without alignment;
+                       ``temperature=None`` means no sharpening;
+      hard (FixMatch): target = one-hot argmax p (the temperature plays no part).
+    mask = 1 where max p (the *unsharpened* probabilities) > confidence (strictly);
+    ``confidence=None`` keeps every example.
+    loss = sum(KL(target || softmax(aug_logits)) * mask) / B (for a one-hot target the KL is the
+    cross-entropy -log q[argmax]): masked examples still count in the denominator (the reference's
+    reduce_mean over all unlabelled examples).
     Returns (loss, mask).
     """
     if ori_logits.shape != aug_logits.shape:
         raise ValueError(f"ori_logits {tuple(ori_logits.shape)} and aug_logits {tuple(aug_logits.shape)} differ")
     with torch.no_grad():
-        ori = ori_logits.detach().float().clamp(min=_MASKED_LOGIT)
-        if temperature is not None:
-            target_log_probs = F.log_softmax(ori / temperature, dim=-1)
-        else:
-            target_log_probs = F.log_softmax(ori, dim=-1)
+        log_p = aligned_log_probs(ori_logits.detach().float().clamp(min=_MASKED_LOGIT), alignment)
         if confidence is not None:
-            max_prob = F.softmax(ori, dim=-1).max(dim=-1).values
-            mask = (max_prob > confidence).float()
+            mask = (log_p.exp().max(dim=-1).values > confidence).float()
         else:
-            mask = torch.ones(ori.shape[0], device=ori.device)
+            mask = torch.ones(log_p.shape[0], device=log_p.device)
+        if hard:
+            target_log_probs = None
+            pseudo = log_p.argmax(dim=-1)
+        elif temperature is not None:
+            target_log_probs = F.log_softmax(log_p / temperature, dim=-1)
+        else:
+            target_log_probs = log_p
     aug_log_probs = F.log_softmax(aug_logits.float().clamp(min=_MASKED_LOGIT), dim=-1)
-    per_example = kl_divergence(target_log_probs, aug_log_probs)
+    if hard:
+        per_example = -aug_log_probs.gather(1, pseudo[:, None]).squeeze(1)
+    else:
+        per_example = kl_divergence(target_log_probs, aug_log_probs)
     loss = (per_example * mask).sum() / max(per_example.shape[0], 1)
     return loss, mask
+
+
+def class_prediction_stats(logits: torch.Tensor) -> dict[str, float]:
+    """How the predictions on an unlabelled batch spread over the classes (collapse shows at once).
+
+    logits: (B, C). Returns the entropy of the batch's mean predicted distribution divided by log C
+    (1: spread evenly, 0: one class), and the largest share of the argmax predictions.
+    """
+    probs = F.softmax(logits.detach().float(), dim=-1)
+    mean = probs.mean(dim=0)
+    c = probs.shape[-1]
+    entropy = float(-(mean * mean.clamp(min=1e-12).log()).sum() / math.log(c)) if c > 1 else 0.0
+    counts = torch.bincount(probs.argmax(dim=-1), minlength=c).float()
+    return {"pred_entropy": entropy, "max_class_share": float(counts.max() / max(probs.shape[0], 1))}
+
+
+def ramp(step: int, ramp_steps: Optional[int]) -> float:
+    """Linear ramp-up weight min(step / ramp_steps, 1) in [0, 1]; ``None`` (or 0): 1 from the start."""
+    if not ramp_steps:
+        return 1.0
+    return min(max(step, 0) / ramp_steps, 1.0)
 
 
 def total_loss(sup_loss: torch.Tensor, unsup_loss: Optional[torch.Tensor], lambda_u: float) -> torch.Tensor:

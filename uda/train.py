@@ -29,12 +29,13 @@ import yaml
 
 from uda import checkpoint
 from uda.config import Config, ConfigError, save_config
-from uda.losses import consistency_loss, total_loss, tsa_supervised_loss, tsa_threshold
+from uda.losses import class_prediction_stats, consistency_loss, ramp, total_loss, tsa_supervised_loss, tsa_threshold
 
 # What a run writes into its folder (what --overwrite deletes), besides predictions_*.jsonl.
-RUN_FILES = ("config.yaml", "data_info.json", "metrics.jsonl", "results.json", "tensorboard", "checkpoints", "model")
+RUN_FILES = ("config.yaml", "data_info.json", "labeled_ids.txt", "dev_ids.txt", "metrics.jsonl", "results.json",
+             "tensorboard", "checkpoints", "model")
 # What a run has written before its first training step: a folder holding only these holds no run.
-NOT_YET_TRAINED = ("config.yaml", "data_info.json", "tensorboard")
+NOT_YET_TRAINED = ("config.yaml", "data_info.json", "labeled_ids.txt", "dev_ids.txt", "tensorboard")
 # Options that may differ when a run is continued automatically: they do not change what is trained.
 RESUME_MAY_DIFFER = ("checkpoint.", "overwrite", "output_dir", "report_to", "train.eval_batch_size")
 
@@ -235,6 +236,37 @@ def _mean_over_processes(values: dict[str, float], accelerator: Any) -> dict[str
     return dict(zip(keys, t.tolist()))
 
 
+def write_ids(run_dir: Path, data: Any) -> None:
+    """labeled_ids.txt and dev_ids.txt, one example id a line, so that any other tool (a SetFit
+    baseline, a fully supervised run) can be trained and selected on exactly the same examples."""
+    for name, rows in (("labeled_ids.txt", data.train), ("dev_ids.txt", data.dev)):
+        ids = [str(r.get("id")) if isinstance(r, dict) else str(getattr(r, "id", "")) for r in rows]
+        (run_dir / name).write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
+
+
+def target_accuracy(ori_logits: torch.Tensor, mask: torch.Tensor, hidden: Optional[torch.Tensor]) -> dict:
+    """Counts behind unsup/target_accuracy (the original view's argmax against labels training never
+    reads) and unsup/confident_target_accuracy (the same over the examples the confidence mask keeps).
+    Counts, not ratios, so that a logging window averages over examples (see ratios_from_counts)."""
+    if hidden is None:
+        return {}
+    known = hidden >= 0
+    right = (ori_logits.argmax(-1).cpu() == hidden) & known
+    kept = mask.detach().cpu() > 0
+    return {"unsup/_target_right": float(right.sum()), "unsup/_target_n": float(known.sum()),
+            "unsup/_confident_right": float((right & kept).sum()), "unsup/_confident_n": float((known & kept).sum())}
+
+
+def ratios_from_counts(scalars: dict) -> dict:
+    """Turn the window's mean counts of target_accuracy into the two accuracies (absent: nothing)."""
+    out = {k: v for k, v in scalars.items() if not k.startswith("unsup/_")}
+    for name, right, n in (("unsup/target_accuracy", "unsup/_target_right", "unsup/_target_n"),
+                           ("unsup/confident_target_accuracy", "unsup/_confident_right", "unsup/_confident_n")):
+        if scalars.get(n, 0) > 0:
+            out[name] = scalars[right] / scalars[n]
+    return out
+
+
 def train(cfg: Config, task: Optional[Any] = None) -> dict:
     from accelerate import Accelerator
     from accelerate.utils import gather_object, set_seed
@@ -284,6 +316,11 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
     data = task.setup(cfg)
     if main:
         (run_dir / "data_info.json").write_text(json.dumps(data.info, indent=2), encoding="utf-8")
+        write_ids(run_dir, data)
+    class_index = getattr(task, "class_logits_index", None)
+    if cfg.uda.distribution_alignment and class_index is None:
+        raise ConfigError(f"--uda.distribution_alignment needs a task whose consistency distribution is over classes; "
+                          f"task '{cfg.task}' has none")
     set_seed(cfg.seed)  # the new head's initialisation does not depend on how much data loading drew
     model = task.build_model(cfg)
     optimizer = torch.optim.AdamW(param_groups(model, cfg.train.weight_decay), lr=cfg.train.lr)
@@ -306,6 +343,10 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
     window: dict[str, float] = {}
     window_steps, window_examples = 0, 0
     drawn = {"labeled": 0, "unlabeled": 0}  # examples this process has trained on
+    # running mean of the model's predicted class distribution on unlabelled batches (distribution
+    # alignment); starts at the labelled prior, so the first weights are 1
+    prior = getattr(task, "class_prior", None)
+    class_ema = prior.clone().float() if cfg.uda.distribution_alignment else None
     seconds_before, resumed_at = 0.0, []
     mine: Optional[dict] = None  # this process's RNG and task state, restored just before the loop
     keep_lines: Optional[int] = None  # metrics.jsonl lines logged up to the checkpoint
@@ -322,6 +363,8 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
         loop = state["loop"]
         start_step, dev_history, skipped = state["step"], loop["dev_history"], loop["skipped"]
         window, window_steps, window_examples = loop["window"], loop["window_steps"], loop["window_examples"]
+        if class_ema is not None:
+            class_ema = torch.tensor(loop["class_ema"], dtype=torch.float32)
         seconds_before, resumed_at = loop["train_seconds"], loop["resumed_at"] + [state["step"]]
         processes = state["processes"]
         if len(processes) != world and main:
@@ -350,6 +393,10 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
         model.train()
         logger.log(step, {f"dev/{k}": float(v) for k, v in metrics.items()})
         dev_history.append({"step": step, **metrics})
+        if main and metrics.get("accuracy", 0) - metrics.get("macro_f1", 1) > 0.1:
+            tqdm.write(f"warning: step {step}: dev macro-F1 {metrics['macro_f1']:.3f} is far below accuracy "
+                       f"{metrics['accuracy']:.3f}: the model predicts some classes for almost every example "
+                       f"(see unsup/max_class_share)")
         if select_metric not in metrics:
             raise unknown_select_metric(sorted(metrics))
         return float(metrics[select_metric])
@@ -368,7 +415,8 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
             "processes": processes,
             "loop": {"dev_history": dev_history, "skipped": skipped, "window": window, "window_steps": window_steps,
                      "window_examples": window_examples, "train_seconds": seconds_before + time.time() - t_loop,
-                     "resumed_at": resumed_at},
+                     "resumed_at": resumed_at,
+                     "class_ema": class_ema.tolist() if class_ema is not None else None},
             "metrics_lines": logger.lines,
         }
         checkpoint.save(ckpt_root, step, metric, cfg.checkpoint.keep_top_k, lambda d: task.save(unwrapped, d), state,
@@ -385,7 +433,9 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
         checkpoint.set_rng_state(mine["rng"])
     for step in range(start_step, cfg.train.max_steps):
         threshold = tsa_threshold(cfg.uda.tsa, step / cfg.train.max_steps, task.tsa_num_classes)
-        step_ok, step_stats = True, {}
+        lambda_u = cfg.uda.lambda_u * ramp(step, cfg.uda.lambda_u_ramp_steps)
+        alignment = (prior / class_ema).to(accelerator.device) if class_ema is not None else None
+        step_ok, step_stats, batch_means = True, {}, []
         for micro in range(accum):
             # gradients are synchronised across processes only on the last micro-batch
             sync = nullcontext() if micro == accum - 1 else accelerator.no_sync(model)
@@ -406,20 +456,29 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
                     with torch.no_grad():
                         ori_logits = task.consistency_logits(model, ori)
                     aug_logits = task.consistency_logits(model, aug)
-                    terms = [consistency_loss(o, a, cfg.uda.temperature, cfg.uda.confidence)
-                             for o, a in zip(ori_logits, aug_logits)]
+                    terms = [consistency_loss(o, a, cfg.uda.temperature, cfg.uda.confidence,
+                                              hard=cfg.uda.target == "hard",
+                                              alignment=alignment if j == class_index else None)
+                             for j, (o, a) in enumerate(zip(ori_logits, aug_logits))]
                     unsup_loss = torch.stack([t[0] for t in terms]).mean()
                     unsup_mask_ratio = float(torch.stack([t[1].mean() for t in terms]).mean())
-                loss = total_loss(sup_loss, unsup_loss, cfg.uda.lambda_u)
+                loss = total_loss(sup_loss, unsup_loss, lambda_u)
                 if not _finite_everywhere(loss, accelerator):
                     step_ok = False  # a NaN/inf loss never reaches the weights: the whole step is skipped
                     break
                 accelerator.backward(loss / accum)
             # window statistics for logging (measured values only)
             stats = {"sup/loss": sup_loss.item(), "sup/trained_ratio": sup_mask.mean().item(),
-                     "sup/accuracy": sup.correct.mean().item(), "train/loss": loss.item()}
+                     "sup/accuracy": sup.correct.mean().item(), "sup/gold_prob": sup.gold_prob.mean().item(),
+                     "train/loss": loss.item()}
             if use_uda:
                 stats.update({"unsup/loss": unsup_loss.item(), "unsup/mask_ratio": unsup_mask_ratio})
+                if class_index is not None:
+                    o = ori_logits[class_index]
+                    batch_means.append(o.softmax(-1).mean(0))
+                    stats.update({f"unsup/{k}": v for k, v in class_prediction_stats(o).items()})
+                    stats.update(target_accuracy(o, terms[class_index][1],
+                                                 task.hidden_labels([data.unlabeled[i] for i in idx_u])))
             for k, v in stats.items():
                 step_stats[k] = step_stats.get(k, 0.0) + v / accum
         if step_ok and cfg.train.max_grad_norm is not None:
@@ -427,6 +486,12 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
             step_stats["train/grad_norm"] = grad_norm
             # an overflow in the backward pass (fp16's grad scaler skips such steps by itself)
             step_ok = math.isfinite(grad_norm) or accelerator.scaler is not None
+        if step_ok and class_ema is not None:
+            mean = torch.stack(batch_means).mean(0).float()
+            if world > 1:
+                mean = accelerator.reduce(mean.to(accelerator.device), reduction="mean")
+            m = cfg.uda.alignment_momentum
+            class_ema = m * class_ema + (1 - m) * mean.cpu()
         if step_ok:
             optimizer.step()
             if not accelerator.optimizer_step_was_skipped:
@@ -453,7 +518,9 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
         if done % cfg.train.log_every == 0 or done == cfg.train.max_steps:
             elapsed = max(time.time() - window_t0, 1e-9)
             scalars = _mean_over_processes({k: v / max(window_steps, 1) for k, v in window.items()}, accelerator)
+            scalars = ratios_from_counts(scalars)
             scalars.update({"sup/tsa_threshold": threshold, "train/lr": scheduler.get_last_lr()[0],
+                            **({"unsup/lambda_u": lambda_u} if use_uda else {}),
                             "train/nonfinite_skipped": skipped,
                             "train/examples_per_sec": window_examples / elapsed,
                             "train/steps_per_sec": window_steps / elapsed})

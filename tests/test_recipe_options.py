@@ -1,0 +1,160 @@
+"""The recipe options for few-label text classification: mean pooling, warm start, hard targets with
+distribution alignment and a ramped consistency weight, the id files, test texts kept out of the
+unlabelled pool, and the consistency diagnostics in metrics.jsonl."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from tests.conftest import write_jsonl
+from tests.trainkit import metric_lines, model_dir, run, tiny_config, training_lines, weights  # noqa: F401 (fixture)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_mean_pool_classifier_ignores_padding_and_round_trips(model_dir, tmp_path):
+    from transformers import AutoModel, AutoTokenizer
+
+    from tasks.text_model import build_text_classifier, load_text_classifier
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    torch.manual_seed(0)
+    model = build_text_classifier(str(model_dir), ["neg", "pos"], "mean").eval()
+    short = tok(["great movie"], return_tensors="pt")
+    padded = tok(["great movie"], padding="max_length", max_length=12, return_tensors="pt")
+    with torch.no_grad():
+        a = model(**short).logits
+        b = model(**padded).logits
+    assert torch.allclose(a, b, atol=1e-5)  # padding tokens take no part in the mean
+    model.save_pretrained(tmp_path / "m")
+    (tmp_path / "m" / "label_names.json").write_text(json.dumps(["neg", "pos"]))
+    again = load_text_classifier(tmp_path / "m").eval()
+    with torch.no_grad():
+        assert torch.allclose(again(**short).logits, a, atol=1e-6)
+    # the folder is a plain encoder for transformers (the head is skipped)
+    assert AutoModel.from_pretrained(tmp_path / "m") is not None
+    # a cls-pooling model cannot be built from a mean-pooling folder by mistake
+    with pytest.raises(ValueError, match="pooling mean"):
+        build_text_classifier(str(tmp_path / "m"), ["neg", "pos"], "cls")
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_warm_start_from_a_run_folder_keeps_the_trained_weights(model_dir, tiny_text_data, tmp_path, pooling):
+    from tasks.text_model import build_text_classifier
+
+    first = tmp_path / "first"
+    run(tiny_config(model_dir, tiny_text_data, first, **{"uda.lambda_u": 0, "model.pooling": pooling,
+                                                          "train.max_steps": 4, "train.eval_every": 4}))
+    trained = weights(first / "model")
+    torch.manual_seed(123)  # a fresh head would come out differently; a warm start must not
+    warm = build_text_classifier(str(first / "model"), ["0", "1"], pooling)
+    state = warm.state_dict()
+    head = [k for k in trained if k.startswith("classifier.")]
+    assert head
+    for k in head:
+        assert torch.equal(state[k], trained[k]), k
+    # and a run started from it trains (the warm-started run's config points at the folder)
+    second = tmp_path / "second"
+    results = run(tiny_config(model_dir, tiny_text_data, second, **{"model.name_or_path": str(first / "model"),
+                                                                     "model.pooling": pooling,
+                                                                     "train.max_steps": 2, "train.eval_every": 2}))
+    assert results["test"]["num_examples"] == 60
+
+
+def test_id_files_dedup_and_diagnostics(model_dir, tiny_text_data, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("train", "test", "unsup"):
+        (data / f"{name}.jsonl").write_text((tiny_text_data / f"{name}.jsonl").read_text())
+    tests = [json.loads(line) for line in (data / "test.jsonl").read_text().splitlines()]
+    unsup = [json.loads(line) for line in (data / "unsup.jsonl").read_text().splitlines()]
+    # three test reviews also appear, verbatim, in the unlabelled file
+    write_jsonl(data / "unsup.jsonl", unsup + [{"id": f"dup_{i}", "text": t["text"], "label": -1}
+                                               for i, t in enumerate(tests[:3])])
+    out = tmp_path / "run"
+    run(tiny_config(model_dir, data, out, **{"uda.confidence": 0.5, "data.min_unlabeled_chars": 0}))
+    info = json.loads((out / "data_info.json").read_text())
+    assert info["counts"]["unlabeled_skipped_test_text"] == 3
+    from tasks.text_data import load_text_classification
+    from uda.config import build_config
+
+    cfg = build_config("text_classification", None, {"data.path": str(data), "data.num_labeled": 20,
+                                                     "data.dev_size": 40, "data.min_unlabeled_chars": 0})
+    loaded = load_text_classification(cfg.data, cfg.seed)
+    assert not {u["text"] for u in loaded.unlabeled} & {t["text"] for t in tests}
+    # hidden labels only on the training pool's rows, never on the unlabelled file's
+    assert all(("hidden_label" in u) == u["id"].startswith("train_") for u in loaded.unlabeled)
+    # the id files name exactly the labelled and dev examples
+    labeled = (out / "labeled_ids.txt").read_text().split()
+    dev = (out / "dev_ids.txt").read_text().split()
+    assert labeled == [r["id"] for r in loaded.train] and len(labeled) == 20
+    assert dev == [r["id"] for r in loaded.dev] and len(dev) == 40
+    assert not set(labeled) & set(dev)
+    # the diagnostics are logged on every training line
+    for line in training_lines(out):
+        for key in ("sup/gold_prob", "unsup/pred_entropy", "unsup/max_class_share", "unsup/target_accuracy",
+                    "unsup/lambda_u"):
+            assert key in line, key
+        assert 0 <= line["unsup/max_class_share"] <= 1 and 0 <= line["unsup/pred_entropy"] <= 1
+        assert 0 <= line["unsup/target_accuracy"] <= 1
+        assert not any(k.startswith("unsup/_") for k in line)
+
+
+def test_target_accuracy_counts():
+    from uda.train import ratios_from_counts, target_accuracy
+
+    logits = torch.tensor([[2.0, 0.0], [0.0, 2.0], [1.0, 0.0], [0.0, 1.0]])
+    mask = torch.tensor([1.0, 1.0, 0.0, 0.0])
+    counts = target_accuracy(logits, mask, torch.tensor([0, 0, 0, -1]))  # right, wrong, right, unknown
+    assert counts == {"unsup/_target_right": 2.0, "unsup/_target_n": 3.0,
+                      "unsup/_confident_right": 1.0, "unsup/_confident_n": 2.0}
+    out = ratios_from_counts({**counts, "unsup/loss": 0.5})
+    assert out == {"unsup/loss": 0.5, "unsup/target_accuracy": pytest.approx(2 / 3),
+                   "unsup/confident_target_accuracy": 0.5}
+    assert target_accuracy(logits, mask, None) == {}
+
+
+def test_hard_target_alignment_and_ramp_resume_exactly(model_dir, tiny_text_data, tmp_path):
+    from tests.test_resume import Interrupted, InterruptedTask
+
+    opts = {"uda.target": "hard", "uda.confidence": 0.5, "uda.distribution_alignment": True,
+            "uda.lambda_u_ramp_steps": 4, "train.max_steps": 8, "train.warmup_steps": 1, "train.eval_every": 4,
+            "train.log_every": 1}
+    straight, broken = tmp_path / "straight", tmp_path / "broken"
+    run(tiny_config(model_dir, tiny_text_data, straight, **opts))
+    lines = training_lines(straight)
+    assert [line["unsup/lambda_u"] for line in lines[:5]] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    with pytest.raises(Interrupted):
+        run(tiny_config(model_dir, tiny_text_data, broken, **opts), InterruptedTask(at=6))
+    run(tiny_config(model_dir, tiny_text_data, broken, **opts))
+    for la, lb in zip(lines, training_lines(broken)):
+        assert la == pytest.approx(lb, rel=1e-6, abs=1e-7)
+    a, b = weights(straight / "model"), weights(broken / "model")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_distribution_alignment_needs_a_class_distribution(tiny_text_data, tmp_path):
+    from uda.config import ConfigError
+    from uda.train import train
+
+    class NoClasses:
+        name, main_metric, selectable_metrics, tsa_num_classes = "x", "accuracy", ("accuracy",), 2
+
+        def setup(self, cfg):
+            from tasks.base import TaskData
+            return TaskData(train=[{"id": "a"}], dev=[], test=[], unlabeled=[{"id": "b"}])
+
+    cfg = tiny_config(tmp_path, tiny_text_data, tmp_path / "run", **{"uda.distribution_alignment": True})
+    with pytest.raises(ConfigError, match="distribution_alignment"):
+        from accelerate.state import AcceleratorState
+        AcceleratorState._reset_state(reset_partial_state=True)
+        train(cfg, NoClasses())
