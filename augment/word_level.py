@@ -3,7 +3,7 @@ replacement (nearest neighbours in GloVe-style vectors).
 
 All of them follow the augmenter protocol of :mod:`augment.base`: they never mutate their input and
 draw every random number from the ``rng`` they are given. They edit only word tokens (as found by
-:func:`augment.word_replace.tokenize`) and keep everything between tokens (whitespace, punctuation,
+:func:`augment.text_ops.tokenize`) and keep everything between tokens (whitespace, punctuation,
 IMDB ``<br />`` tags) as it was, so paragraph structure survives.
 
 Why not nlpaug for these: nlpaug 1.1.11 does not import without ``gdown`` and ``requests`` (download
@@ -27,11 +27,12 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from augment.word_replace import _token_spans
+from augment.base import check_p
+from augment.text_ops import _delete_spans, _match_case, _substitute, _token_spans, _word_indices
 
 __all__ = [
     "STOPWORDS",
@@ -65,40 +66,34 @@ STOPWORDS = frozenset(
 _ALPHA_RE = re.compile(r"^[A-Za-z][A-Za-z'-]*$")
 
 
-def _check_p(p: float, what: str = "p") -> float:
-    p = float(p)
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"{what} must be in [0, 1], got {p}")
-    return p
-
-
-def _match_case(source: str, word: str) -> str:
-    """``word`` with the capitalisation pattern of ``source`` (UPPER, Title or as is)."""
-    if len(source) > 1 and source.isupper():
-        return word.upper()
-    if source[:1].isupper():
-        return word[:1].upper() + word[1:]
-    return word
-
-
-def _substitute(text: str, spans: Sequence[tuple[int, int]], replacements: dict[int, str]) -> str:
-    """``text`` with token ``i`` (at ``spans[i]``) replaced by ``replacements[i]``; the rest kept as is."""
-    if not replacements:
+def _replace_some(text: str, spans: Sequence[tuple[int, int]], cands: Sequence[tuple[int, Sequence[str]]],
+                  p: float, rng: np.random.Generator) -> str:
+    """``text`` with each token ``i`` of ``cands`` (``(i, options)`` pairs; those without options are
+    passed over) replaced with probability ``p`` by one of its options, chosen uniformly, in the
+    capitalisation of the token."""
+    cands = [(i, c) for i, c in cands if c]
+    if not cands:
         return text
-    parts: list[str] = []
-    pos = 0
-    for i in sorted(replacements):
-        start, end = spans[i]
-        parts.append(text[pos:start])
-        parts.append(replacements[i])
-        pos = end
-    parts.append(text[pos:])
-    return "".join(parts)
+    hit = rng.random(len(cands)) < p
+    picks = rng.random(len(cands))  # one draw per candidate keeps the stream length fixed
+    repl = {}
+    for (i, c), h, u in zip(cands, hit.tolist(), picks.tolist()):
+        if h:
+            s, e = spans[i]
+            repl[i] = _match_case(text[s:e], c[int(u * len(c))])
+    return _substitute(text, spans, repl)
 
 
-def _word_indices(text: str, spans: Sequence[tuple[int, int]]) -> list[int]:
-    """Indices of the tokens that are words (start with a letter or digit), not punctuation."""
-    return [i for i, (s, _) in enumerate(spans) if text[s].isalnum()]
+def _edit_words(texts: Sequence[str], edit: Callable[[str, list[tuple[int, int]], list[int]], str],
+                min_words: int) -> list[str]:
+    """``edit(text, spans, words)`` of each text (``spans`` of its tokens, ``words`` the indices of its
+    word tokens) that has at least ``min_words`` words; the other texts are kept as they are."""
+    out = []
+    for text in texts:
+        spans = _token_spans(text)
+        words = _word_indices(text, spans)
+        out.append(edit(text, spans, words) if len(words) >= min_words else text)
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -263,8 +258,8 @@ class WordNetSynonymReplacement:
     senses. No part-of-speech tagging (the tagger data is not available offline), so a noun may get a
     verb sense's synonym; keeping to frequent senses limits the damage. Capitalisation is kept."""
 
-    def __init__(self, p: float = 0.2, wordnet: WordNet | str | None = None, max_senses: int | None = 3):
-        self.p = _check_p(p)
+    def __init__(self, p: float, wordnet: WordNet | str | None = None, max_senses: int | None = 3):
+        self.p = check_p(p)
         self.max_senses = max_senses
         self.wordnet = wordnet if isinstance(wordnet, WordNet) else load_wordnet(wordnet)
         self.name = f"wordnet-{p}" + ("" if max_senses == 3 else f"-s{max_senses}")
@@ -280,18 +275,7 @@ class WordNetSynonymReplacement:
         for text in texts:
             spans = _token_spans(text)
             cands = [(i, self._candidates(text[s:e])) for i, (s, e) in enumerate(spans)]
-            cands = [(i, c) for i, c in cands if c]
-            if not cands:
-                out.append(text)
-                continue
-            hit = rng.random(len(cands)) < self.p
-            picks = rng.random(len(cands))  # one draw per candidate keeps the stream length fixed
-            repl = {}
-            for (i, c), h, u in zip(cands, hit.tolist(), picks.tolist()):
-                if h:
-                    s, e = spans[i]
-                    repl[i] = _match_case(text[s:e], c[int(u * len(c))])
-            out.append(_substitute(text, spans, repl))
+            out.append(_replace_some(text, spans, cands, self.p, rng))
         return out
 
 
@@ -304,19 +288,16 @@ class RandomSwap:
     """``swap-p``: swap two randomly chosen words, ``round(p * number of words)`` times and at least once
     when ``p > 0`` (texts with fewer than two words are returned unchanged). Punctuation stays put."""
 
-    def __init__(self, p: float = 0.1):
-        self.p = _check_p(p)
+    def __init__(self, p: float):
+        self.p = check_p(p)
         self.name = f"swap-{p}"
 
     def __call__(self, texts: Sequence[str], rng: np.random.Generator) -> list[str]:
-        out = []
-        for text in texts:
-            spans = _token_spans(text)
-            words = _word_indices(text, spans)
+        if self.p == 0.0:
+            return list(texts)
+
+        def swap(text: str, spans: Sequence[tuple[int, int]], words: list[int]) -> str:
             n = len(words)
-            if n < 2 or self.p == 0.0:
-                out.append(text)
-                continue
             perm = list(range(n))
             for _ in range(max(1, round(self.p * n))):
                 a, b = rng.choice(n, size=2, replace=False).tolist()
@@ -326,48 +307,28 @@ class RandomSwap:
                 if src != k:
                     s, e = spans[words[src]]
                     repl[words[k]] = text[s:e]
-            out.append(_substitute(text, spans, repl))
-        return out
+            return _substitute(text, spans, repl)
 
-
-def _delete_spans(text: str, spans: Sequence[tuple[int, int]]) -> str:
-    """``text`` without the tokens at ``spans`` (increasing) and one side of their surrounding spaces."""
-    out = text
-    for start, end in reversed(spans):  # right to left: earlier offsets stay valid
-        s = start
-        while s > 0 and out[s - 1] in " \t":
-            s -= 1
-        e = end
-        if s == 0 or out[s - 1] == "\n" or out[s - 1] == ">":  # at a line start: eat following spaces
-            s = start
-            while e < len(out) and out[e] in " \t":
-                e += 1
-        out = out[:s] + out[e:]
-    return out
+        return _edit_words(texts, swap, 2)
 
 
 class RandomDeletion:
     """``delete-p``: each word is deleted with probability ``p`` (at least one word is always kept).
     Punctuation and line structure are kept."""
 
-    def __init__(self, p: float = 0.1):
-        self.p = _check_p(p)
+    def __init__(self, p: float):
+        self.p = check_p(p)
         self.name = f"delete-{p}"
 
     def __call__(self, texts: Sequence[str], rng: np.random.Generator) -> list[str]:
-        out = []
-        for text in texts:
-            spans = _token_spans(text)
-            words = _word_indices(text, spans)
-            if not words:
-                out.append(text)
-                continue
+        def delete(text: str, spans: Sequence[tuple[int, int]], words: list[int]) -> str:
             drop = rng.random(len(words)) < self.p
             keep_one = int(rng.integers(len(words)))
             if drop.all():
                 drop[keep_one] = False
-            out.append(_delete_spans(text, [spans[w] for w, d in zip(words, drop.tolist()) if d]))
-        return out
+            return _delete_spans(text, [spans[w] for w, d in zip(words, drop.tolist()) if d])
+
+        return _edit_words(texts, delete, 1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -481,9 +442,9 @@ class EmbeddingReplacement:
     ``p`` by one of its ``top_k`` nearest neighbours (cosine), chosen uniformly. Neighbours are only
     alphabetic words; they are computed for a whole batch at once and memoised."""
 
-    def __init__(self, p: float = 0.2, vectors: WordVectors | str | None = None, top_k: int = 10,
+    def __init__(self, p: float, vectors: WordVectors | str | None = None, top_k: int = 10,
                  max_words: int | None = 50000):
-        self.p = _check_p(p)
+        self.p = check_p(p)
         if top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         self.top_k = int(top_k)
@@ -524,19 +485,5 @@ class EmbeddingReplacement:
                     wanted.add(low)
             parsed.append((spans, cands))
         self._fill_neighbours(wanted)
-        out = []
-        for text, (spans, cands) in zip(texts, parsed):
-            cands = [(i, self._neighbours.get(low, ())) for i, low in cands]
-            cands = [(i, c) for i, c in cands if c]
-            if not cands:
-                out.append(text)
-                continue
-            hit = rng.random(len(cands)) < self.p
-            picks = rng.random(len(cands))
-            repl = {}
-            for (i, c), h, u in zip(cands, hit.tolist(), picks.tolist()):
-                if h:
-                    s, e = spans[i]
-                    repl[i] = _match_case(text[s:e], c[int(u * len(c))])
-            out.append(_substitute(text, spans, repl))
-        return out
+        return [_replace_some(text, spans, [(i, self._neighbours.get(low, ())) for i, low in cands], self.p, rng)
+                for text, (spans, cands) in zip(texts, parsed)]

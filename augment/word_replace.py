@@ -1,19 +1,28 @@
 """Word-level augmenters: TF-IDF word replacement (``tf_idf-p``) and uniform replacement (``unif-p``).
 
-The TF-IDF method follows the description of ``TfIdfWordRep`` in google-research/uda
-(``text/augmentation/word_level_augment.py``):
+Both follow google-research/uda (``text/augmentation/word_level_augment.py``) and work, as it does, on
+the reference's word lists: each text is cleaned by its web-text rules and split by BERT's basic
+tokenizer (lower-cased, accents stripped, every punctuation character a token of its own; see
+:func:`augment.text_ops.word_tokenize`).
 
-* corpus statistics: ``idf[w] = log(N_docs / doc_freq[w])`` and
+* corpus statistics (``get_data_stats``): ``idf[w] = log(N_docs / doc_freq[w])`` and
   ``corpus_tfidf[w] = sum over docs of (count of w in doc / len(doc)) * idf[w]``;
-* for one text, each token's score is its TF-IDF in that text (``count / len * idf``, unseen words
-  get the largest idf); its replacement probability is ``(max score - score)`` normalised so the
-  probabilities average ``p`` over the text (values above 1 mean "always");
-* replacement words are drawn from the corpus vocabulary with probability proportional to
-  ``max corpus_tfidf - corpus_tfidf[w]``, so uninformative words are the preferred replacements.
+* TF-IDF replacement (``TfIdfWordRep``), for one text: each token's score is its TF-IDF in that text
+  (``count / len * idf``, unseen words get the largest idf); its replacement probability is
+  ``(max score - score)`` normalised so the probabilities average ``p`` over the text (values above
+  1 mean "always"); replacement words are drawn from the corpus vocabulary with probability
+  proportional to ``max corpus_tfidf - corpus_tfidf[w]``, so uninformative words are the preferred
+  replacements. Every text is eligible, as in the reference (a one-word text has nothing to replace);
+* uniform replacement (``UnifRep``): each token is replaced with probability ``p`` by a uniformly
+  drawn vocabulary word, only in texts of 3 or more tokens (the reference leaves shorter ones alone).
 
-Statistics are computed on lower-cased tokens; output keeps the original text around the tokens
-that were not replaced (including whitespace and IMDB ``<br />`` tags), and a replaced token is
-substituted by the (lower-case) vocabulary word.
+Output: the reference hands the edited word list to WordPiece; here an edited text is that word list
+joined with single spaces, which an uncased BERT tokenizer splits back into the same words. A text in
+which nothing was replaced is returned unchanged, so its augmented view equals the original, as in
+the reference.
+
+The text operations (this tokenisation, and the surface-keeping :func:`augment.text_ops.tokenize` of
+the word-level augmenters of :mod:`augment.word_level`) live in :mod:`augment.text_ops`.
 """
 
 from __future__ import annotations
@@ -21,15 +30,19 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 import numpy as np
 
-__all__ = [
+from uda.io import atomic_write_text
+from augment.base import check_p
+from augment.text_ops import clean_web_text, tokenize, word_tokenize
+
+__all__ = [  # the text operations of augment.text_ops are re-exported under their old names here
+    "word_tokenize",
+    "clean_web_text",
     "tokenize",
     "TfIdfStats",
     "fit_tfidf_stats",
@@ -38,40 +51,17 @@ __all__ = [
     "UniformWordReplacement",
 ]
 
-# A word (letters/digits/underscore, with inner apostrophes such as "don't") or one punctuation mark.
-_TOKEN_RE = re.compile(r"\w+(?:'\w+)*|[^\w\s]")
-# IMDB line breaks: "<br />", "<br/>", "<br>" (any case).
-_BR_RE = re.compile(r"<\s*br\s*/?\s*>", re.IGNORECASE)
-
-
-def _blank_br(text: str) -> str:
-    """Replace ``<br />`` tags by spaces of the same length (so character offsets are kept)."""
-    if "<" not in text:
-        return text
-    return _BR_RE.sub(lambda m: " " * (m.end() - m.start()), text)
-
-
-def tokenize(text: str) -> list[str]:
-    """Split ``text`` into word and punctuation tokens, keeping their surface forms.
-
-    ``<br />`` tags count as whitespace. Statistics use ``[t.lower() for t in tokenize(text)]``.
-    """
-    return _TOKEN_RE.findall(_blank_br(text))
-
-
-def _token_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) offsets in ``text`` of the tokens that :func:`tokenize` returns."""
-    return [m.span() for m in _TOKEN_RE.finditer(_blank_br(text))]
-
-
 # --------------------------------------------------------------------------------------------
 # Corpus statistics
 # --------------------------------------------------------------------------------------------
 
+# 2: words from the reference's tokenisation (word_tokenize); 1 had a regex tokenizer's words
+STATS_FORMAT = "uda-tfidf-stats/2"
+
 
 @dataclass
 class TfIdfStats:
-    """Corpus statistics for TF-IDF word replacement (keys are lower-cased tokens)."""
+    """Corpus statistics for TF-IDF word replacement (keys are :func:`word_tokenize` tokens)."""
 
     idf: dict[str, float]
     corpus_tfidf: dict[str, float]
@@ -89,27 +79,22 @@ class TfIdfStats:
         """Write the statistics as json (atomically: a temporary file renamed into place)."""
         path = os.fspath(path)
         payload = {
-            "format": "uda-tfidf-stats/1",
+            "format": STATS_FORMAT,
             "num_docs": self.num_docs,
             "idf": self.idf,
             "corpus_tfidf": self.corpus_tfidf,
         }
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tfidf-", suffix=".json.tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(payload, f, ensure_ascii=False)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        atomic_write_text(path, json.dumps(payload, ensure_ascii=False), fsync=False)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "TfIdfStats":
         with open(path, encoding="utf-8") as f:
             payload = json.load(f)
+        fmt = payload.get("format") if isinstance(payload, dict) else None
+        if fmt != STATS_FORMAT:
+            # format 1 was fitted with a different tokenisation: its words would not match
+            raise ValueError(f"{os.fspath(path)}: TF-IDF statistics of format {fmt!r}, expected {STATS_FORMAT!r}; "
+                             "refit them with fit_tfidf_stats")
         try:
             return cls(
                 idf={str(k): float(v) for k, v in payload["idf"].items()},
@@ -121,15 +106,15 @@ class TfIdfStats:
 
 
 def fit_tfidf_stats(texts: Iterable[str]) -> TfIdfStats:
-    """Compute idf and corpus TF-IDF over ``texts`` (one document each; empty documents count in N)."""
+    """Compute idf and corpus TF-IDF over ``texts`` (one document each; empty documents count in N),
+    on the words of :func:`word_tokenize`, as the reference's ``get_data_stats``."""
     doc_freq: Counter[str] = Counter()
     tf_sum: dict[str, float] = {}  # sum over docs of count / len(doc)
     num_docs = 0
-    findall = _TOKEN_RE.findall
     get = tf_sum.get
     for text in texts:
         num_docs += 1
-        counts = Counter(findall(_blank_br(text).lower()))
+        counts = Counter(word_tokenize(text))
         if not counts:
             continue
         doc_freq.update(counts.keys())  # C-level counting of each distinct word once
@@ -179,59 +164,31 @@ def replacement_probs(
     return probs
 
 
-def _rebuild(text: str, spans: list[tuple[int, int]], replace_idx: np.ndarray, words: Sequence[str]) -> str:
-    """``text`` with the tokens at ``replace_idx`` (increasing) replaced by ``words``.
-
-    Text between tokens is kept as is. A replaced token that touched a neighbour (the "." of "pig.")
-    is set off by a single space so the replacement word does not merge with the neighbour.
-    """
-    if len(replace_idx) == 0:
-        return text
-    parts: list[str] = []
-    last = ""  # last character written so far
-    pos = 0
-    n = len(text)
-    for i, w in zip(replace_idx.tolist(), words):
-        start, end = spans[i]
-        gap = text[pos:start]
-        if gap:
-            parts.append(gap)
-            last = gap[-1]
-        if last and not last.isspace():
-            parts.append(" ")
-        parts.append(w)
-        last = w[-1:] or last
-        if end < n and not text[end].isspace():
-            parts.append(" ")
-            last = " "
-        pos = end
-    parts.append(text[pos:])
-    return "".join(parts)
-
-
-def _rebuild_all(texts: Sequence[str], per_text: list, words: Sequence[str]) -> list[str]:
-    """Rebuild every text, handing each its share of the batch's replacement ``words`` in order."""
+def _join_all(texts: Sequence[str], per_text: list, words: Sequence[str]) -> list[str]:
+    """Each text with its replaced tokens, handing each text its share of the batch's replacement
+    ``words`` in order. ``per_text`` holds (tokens, indices to replace) per text. A text with nothing
+    replaced is returned as it was; an edited one is its tokens joined by single spaces, as the
+    reference (which passes the word list on to WordPiece) has it."""
     out = []
     k = 0
-    for text, (spans, idx) in zip(texts, per_text):
+    for text, (tokens, idx) in zip(texts, per_text):
         m = len(idx)
-        out.append(_rebuild(text, spans, idx, words[k : k + m]))
+        if m == 0:
+            out.append(text)
+            continue
+        tokens = list(tokens)
+        for i, w in zip(idx.tolist(), words[k : k + m]):
+            tokens[i] = w
+        out.append(" ".join(tokens))
         k += m
     return out
-
-
-def _check_p(p: float) -> float:
-    p = float(p)
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"replacement probability p must be in [0, 1], got {p}")
-    return p
 
 
 class TfIdfWordReplacement:
     """``tf_idf-p``: replace uninformative words of a text by uninformative corpus words."""
 
     def __init__(self, stats: TfIdfStats, p: float):
-        self.p = _check_p(p)
+        self.p = check_p(p, "replacement probability p")
         self.name = f"tf_idf-{p}"
         self.stats = stats
         self._idf = stats.idf
@@ -262,24 +219,28 @@ class TfIdfWordReplacement:
         per_text = []
         total = 0
         for text in texts:
-            spans = _token_spans(text)
-            if not spans:
-                per_text.append((spans, np.zeros(0, dtype=np.int64)))
+            tokens = word_tokenize(text)
+            if not tokens:
+                per_text.append((tokens, np.zeros(0, dtype=np.int64)))
                 continue
-            lower = [text[s:e].lower() for s, e in spans]
-            probs = replacement_probs(lower, self._idf, self.p, self._unseen_idf)
+            probs = replacement_probs(tokens, self._idf, self.p, self._unseen_idf)
             idx = np.flatnonzero(rng.random(len(probs)) < probs)
-            per_text.append((spans, idx))
+            per_text.append((tokens, idx))
             total += len(idx)
         words = self.sample_words(total, rng)
-        return _rebuild_all(texts, per_text, words)
+        return _join_all(texts, per_text, words)
+
+
+# UnifRep.replace_tokens in the reference only touches word lists of 3 or more tokens
+MIN_UNIF_TOKENS = 3
 
 
 class UniformWordReplacement:
-    """``unif-p``: each token is replaced with probability ``p`` by a uniformly drawn vocabulary word."""
+    """``unif-p``: in a text of 3 or more tokens, each token is replaced with probability ``p`` by a
+    uniformly drawn vocabulary word; shorter texts are returned unchanged."""
 
     def __init__(self, vocab: TfIdfStats | Sequence[str], p: float):
-        self.p = _check_p(p)
+        self.p = check_p(p, "replacement probability p")
         self.name = f"unif-{p}"
         words = list(vocab.idf.keys()) if isinstance(vocab, TfIdfStats) else list(vocab)
         if not words:
@@ -290,10 +251,13 @@ class UniformWordReplacement:
         per_text = []
         total = 0
         for text in texts:
-            spans = _token_spans(text)
-            idx = np.flatnonzero(rng.random(len(spans)) < self.p)
-            per_text.append((spans, idx))
+            tokens = word_tokenize(text)
+            if len(tokens) < MIN_UNIF_TOKENS:  # the reference's UnifRep leaves short texts alone
+                per_text.append((tokens, np.zeros(0, dtype=np.int64)))
+                continue
+            idx = np.flatnonzero(rng.random(len(tokens)) < self.p)
+            per_text.append((tokens, idx))
             total += len(idx)
         vocab = self.vocab
         words = [vocab[i] for i in rng.integers(0, len(vocab), size=total).tolist()]
-        return _rebuild_all(texts, per_text, words)
+        return _join_all(texts, per_text, words)

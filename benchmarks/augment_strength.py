@@ -69,7 +69,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, help="IMDB folder holding unsup.jsonl.gz")
     ap.add_argument("--file", action="append", default=[], metavar="NAME=PATH",
-                    help="a precomputed augmentation file (scripts/augment.py output) under a display name")
+                    help="a precomputed augmentation file (scripts/uda_augment.py output) under a display name")
     ap.add_argument("--method", action="append", default=[], metavar="METHOD:P",
                     help="a word-level method computed here with replacement probability P, e.g. tf_idf:0.3")
     ap.add_argument("--limit", type=int, default=3000)
@@ -80,7 +80,7 @@ def main() -> None:
     from augment.precomputed import PrecomputedAugmenter
     from augment.registry import make_augmenter
     from augment.word_replace import fit_tfidf_stats
-    from tasks.text_data import read_table
+    from uda.data import read_table
 
     unsup = [r["text"] for r in read_table(Path(args.data) / "unsup.jsonl.gz", label_column=None, require_label=False)]
     rng = np.random.default_rng(args.seed)

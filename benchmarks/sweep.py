@@ -15,13 +15,17 @@ options laid over those):
 - ``uda``: UDA as the config says (augmentation included);
 - ``uda_tfidf``: UDA with TF-IDF word replacement (``--augment.method tf_idf``, the config's p);
 - ``uda_bt``: UDA with precomputed (back-translated) copies (``--augment.method precomputed
-  --augment.file <--bt_file>``; see scripts/augment.py);
+  --augment.file <--bt_file>``; see scripts/uda_augment.py);
 - ``ceiling``: supervised only on every labelled example of the training pool that is not dev
-  (``--data.num_labeled 0``); run once per seed, not per N.
+  (``--data.num_labeled 0``); run once per seed, not per N;
+- ``setfit``: the SetFit baseline (benchmarks/setfit_baseline.py) on the labelled and dev ids of the
+  supervised / UDA run with the same N and seed (``labeled_ids.txt``, ``dev_ids.txt``; every method
+  with the same N and seed trains on the same labelled set), with that run's data, encoder, seed and
+  max length. It runs after the trainer runs, so give one of those methods too (or run it before).
 
 The back-translation file must hold a copy of every unlabelled text of every run; the pool depends
 on the seed (the dev examples are left out of it), so make it from the data files rather than from
-one run's pool, e.g. ``scripts/augment.py --input DATA/train.jsonl.gz --input DATA/unsup.jsonl.gz --method
+one run's pool, e.g. ``scripts/uda_augment.py --input DATA/train.jsonl.gz --input DATA/unsup.jsonl.gz --method
 marian``. With a config that names ``data.id_order_file`` (the reference split) every seed trains on
 the same labelled examples; ``--reference_split_seed S`` keeps that split for seed S only and lets the
 other seeds draw theirs at random.
@@ -50,7 +54,9 @@ from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import tasks  # noqa: E402,F401 (registers the built-in tasks)
 from uda.config import ConfigError, build_config, parse_cli  # noqa: E402
+from uda.task import get_task  # noqa: E402
 
 QUICK = {"train.max_steps": "4", "train.warmup_steps": "0", "train.eval_every": "2", "train.log_every": "2",
          "data.dev_size": "16", "data.max_test": "32", "data.max_unlabeled": "64"}
@@ -82,7 +88,10 @@ TASKS = {
         plots=["f1", "HasAns_span_f1"], scale=1.0, default_num_labeled=[64, 256, 1024],
         default_methods=["supervised", "uda"]),
 }
-METHODS = ["supervised", "uda", "uda_tfidf", "uda_bt", "ceiling"]  # also the table's order within one N
+METHODS = ["supervised", "uda", "uda_tfidf", "uda_bt", "ceiling", "setfit"]  # also the table's order within one N
+TRAINER_METHODS = [m for m in METHODS if m != "setfit"]  # the methods that are train_uda.py runs
+ID_SOURCES = ["supervised", "uda", "uda_tfidf", "uda_bt"]  # runs whose labelled ids setfit reuses, preferred first
+SETFIT_QUICK = ["--num_iterations", "2"]  # --quick: a smoke test of the baseline too
 SWEEP_KEYS = ("seed", "output_dir", "data.num_labeled")  # set by the sweep for each run
 
 
@@ -336,10 +345,10 @@ def build_plan(args: argparse.Namespace, passthrough: list[str]) -> list[tuple[P
     if "uda_bt" in args.methods:
         if not args.bt_file:
             raise ConfigError("method uda_bt needs --bt_file PATH (precomputed back-translated copies of the "
-                              "unlabelled texts, made by scripts/augment.py); give it or drop uda_bt from --methods")
+                              "unlabelled texts, made by scripts/uda_augment.py); give it or drop uda_bt from --methods")
         if not Path(args.bt_file).expanduser().is_file():
             raise ConfigError(f"--bt_file '{args.bt_file}' does not exist; give the file of back-translated copies "
-                              f"made by scripts/augment.py")
+                              f"made by scripts/uda_augment.py")
     bad = [n for n in args.num_labeled if n < 1]
     if bad:
         raise ConfigError(f"--num_labeled values must be >= 1, got {bad} (the ceiling method trains on all)")
@@ -348,7 +357,7 @@ def build_plan(args: argparse.Namespace, passthrough: list[str]) -> list[tuple[P
     runs: list[tuple[str, Optional[int], int]] = []
     for n in args.num_labeled:
         for seed in args.seeds:
-            runs.extend((m, n, seed) for m in args.methods if m != "ceiling")
+            runs.extend((m, n, seed) for m in args.methods if m not in ("ceiling", "setfit"))
     if "ceiling" in args.methods:
         runs.extend(("ceiling", None, seed) for seed in args.seeds)
     plan = []
@@ -365,6 +374,53 @@ def build_plan(args: argparse.Namespace, passthrough: list[str]) -> list[tuple[P
     return plan
 
 
+def id_source(out: Path, n: int, seed: int) -> Optional[Path]:
+    """The run folder (same N and seed) whose labeled_ids.txt / dev_ids.txt / config.yaml setfit reads:
+    the first of ID_SOURCES, then any other ``uda*`` run, that holds all three files."""
+    names = [run_name(m, n, seed) for m in ID_SOURCES]
+    names += sorted(p.name for p in out.glob(f"uda*-n{n}-seed{seed}") if p.name not in names)
+    for name in names:
+        folder = out / name
+        if all((folder / f).is_file() for f in ("labeled_ids.txt", "dev_ids.txt", "config.yaml")):
+            return folder
+    return None
+
+
+def setfit_plan(args: argparse.Namespace) -> list[tuple[Path, int, int]]:
+    """(run folder, N, seed) of every setfit run. Raises ConfigError when a run would have no labelled
+    ids to read: neither a method of this sweep nor a run already on disk gives that N and seed."""
+    if "setfit" not in args.methods:
+        return []
+    out = Path(args.out)
+    sources = [m for m in args.methods if m in ID_SOURCES]
+    plan = []
+    for n in args.num_labeled:
+        for seed in args.seeds:
+            folder = out / run_name("setfit", n, seed)
+            if not sources and not (folder / "results.json").exists() and id_source(out, n, seed) is None:
+                raise ConfigError(
+                    f"method setfit trains on the labelled ids of the supervised/UDA run with the same N and seed, "
+                    f"and there is none for N={n}, seed {seed} under {out}; add one of {', '.join(ID_SOURCES)} to "
+                    f"--methods (it runs first)")
+            plan.append((folder, n, seed))
+    return plan
+
+
+def run_setfit(folder: Path, n: int, seed: int, args: argparse.Namespace) -> Optional[str]:
+    """Run benchmarks/setfit_baseline.py in its own process; an error message, or None."""
+    import subprocess
+
+    source = id_source(Path(args.out), n, seed)
+    if source is None:
+        return (f"no run with N={n}, seed {seed} under {args.out} wrote labeled_ids.txt, dev_ids.txt and "
+                f"config.yaml, so setfit has no labelled set to train on")
+    cmd = [sys.executable, str(Path(__file__).resolve().parent / "setfit_baseline.py"), "--run_dir", str(source),
+           "--out", str(folder), "--quiet", *(SETFIT_QUICK if args.quick else [])]
+    print(f"  setfit on the ids of {source.name}", flush=True)
+    rc = subprocess.run(cmd).returncode
+    return None if rc == 0 else f"setfit_baseline.py exited with status {rc} (command: {' '.join(cmd)})"
+
+
 def parse_args(own: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  usage="%(prog)s --task TASK --out DIR [options] [-- train_uda.py options]")
@@ -375,7 +431,7 @@ def parse_args(own: list[str]) -> argparse.Namespace:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--methods", nargs="+", choices=METHODS,
                     help="default: imdb supervised uda_tfidf uda_bt ceiling; squad_v2 supervised uda")
-    ap.add_argument("--bt_file", help="precomputed back-translated copies (jsonl from scripts/augment.py) for uda_bt")
+    ap.add_argument("--bt_file", help="precomputed back-translated copies (jsonl from scripts/uda_augment.py) for uda_bt")
     ap.add_argument("--reference_split_seed", type=int,
                     help="only this seed keeps the config's data.id_order_file (the reference labelled split); the "
                          "other seeds draw their labelled set at random from the seed. Default: every seed keeps "
@@ -401,21 +457,36 @@ def main(argv: list[str]) -> int:
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-        from tasks.text_data import DataError
         from uda.checkpoint import CheckpointError
+        from uda.data import DataError
         from uda.hub import OfflineError
         from uda.train import NonFiniteLossError, train
 
+        try:
+            baselines = setfit_plan(args)
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         out.mkdir(parents=True, exist_ok=True)
+        total = len(plan) + len(baselines)
         for i, (folder, cfg) in enumerate(plan, start=1):
             if (folder / "results.json").exists():
                 print(f"skip {folder.name}: already finished", flush=True)
                 continue
-            print(f"run {folder.name} ({i}/{len(plan)})", flush=True)
+            print(f"run {folder.name} ({i}/{total})", flush=True)
             try:
-                train(cfg)
+                train(cfg, get_task(cfg.task))
             except (ConfigError, DataError, OfflineError, CheckpointError, NonFiniteLossError) as e:
                 print(f"error in {folder.name}: {e}", file=sys.stderr)
+                return 2
+        for i, (folder, n, seed) in enumerate(baselines, start=len(plan) + 1):
+            if (folder / "results.json").exists():
+                print(f"skip {folder.name}: already finished", flush=True)
+                continue
+            print(f"run {folder.name} ({i}/{total})", flush=True)
+            err = run_setfit(folder, n, seed, args)
+            if err:
+                print(f"error in {folder.name}: {err}", file=sys.stderr)
                 return 2
     rows = collect(out, args.task) if out.is_dir() else []
     if not rows:

@@ -69,7 +69,9 @@ def bare_step_rate(model, tok, texts_l, labels, texts_u, texts_a, batch, ratio, 
 
 
 def library_step_rate(args, uda: bool, out: Path) -> tuple[float, float]:
+    import tasks  # noqa: F401 (registers the built-in tasks)
     from uda.config import build_config
+    from uda.task import get_task
     from uda.train import train
 
     run = out / ("lib_uda" if uda else "lib_sup")
@@ -84,7 +86,7 @@ def library_step_rate(args, uda: bool, out: Path) -> tuple[float, float]:
         "eval.test": "false",
     })
     t0 = time.perf_counter()
-    train(cfg)
+    train(cfg, get_task(cfg.task))
     wall = time.perf_counter() - t0
     rows = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if "train/examples_per_sec" in l]
     rates = [r["train/examples_per_sec"] for r in rows[1:]]  # drop the first (warm-up) window
@@ -163,7 +165,7 @@ def main() -> None:
 
     from augment.word_replace import TfIdfWordReplacement, fit_tfidf_stats
     from tasks.text_classification import clean_text
-    from tasks.text_data import read_table
+    from uda.data import read_table
     from uda.hub import resolve_model_path
 
     import numpy as np

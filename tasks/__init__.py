@@ -1,12 +1,16 @@
 """Tasks: each says how to load data, build a model, collate, compute losses and evaluate.
 
-The registry is a plain dict from task name to a factory; ``configs/<name>.yaml`` holds the task's
-defaults.
+Importing this package registers the built-in tasks with ``uda.task`` (the registry the core owns),
+each with its config sections; ``configs/<name>.yaml`` holds a task's defaults. Factories import the
+task's module only when a task is made, so listing tasks and parsing options stay cheap.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+
+from tasks import qa_config, text_config
+from uda.task import get_task, register_task  # noqa: F401 (re-exported: tasks.get_task)
 
 
 def _text_classification() -> Any:
@@ -21,14 +25,6 @@ def _squad_v2() -> Any:
     return QATask()
 
 
-TASKS: dict[str, Callable[[], Any]] = {
-    "imdb": _text_classification,
-    "text_classification": _text_classification,
-    "squad_v2": _squad_v2,
-}
-
-
-def get_task(name: str) -> Any:
-    if name not in TASKS:
-        raise ValueError(f"unknown task '{name}': choose one of {sorted(TASKS)}")
-    return TASKS[name]()
+register_task("imdb", _text_classification, text_config.SECTIONS)
+register_task("text_classification", _text_classification, text_config.SECTIONS)
+register_task("squad_v2", _squad_v2, qa_config.SECTIONS)

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from augment.build import build_augmenter
-from tasks.base import SupervisedOutput, TaskData
+from uda.task import SupervisedOutput, TaskData
 from tasks.qa_data import build_features, clip_questions, collate_features, describe_features, few_label_split, \
     load_squad_examples
 from tasks.qa_model import build_qa_model

@@ -26,7 +26,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from tasks.text_data import DataError, resolve_data_path
+from uda.data import DataError, resolve_data_path
 from uda.hub import hub_reachable
 
 SQUAD_V2_HUB_ID = "rajpurkar/squad_v2"

@@ -16,10 +16,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 from torch import nn
+
+from tasks.text_model import HeadedModel
 
 HEAD_CONFIG = "answerability_head.json"
 
@@ -31,18 +33,9 @@ class QAOutput:
     answerability_logits: torch.Tensor  # (B, 2): [no answer, has answer]
 
 
-class QAWithAnswerability(nn.Module):
+class QAWithAnswerability(HeadedModel):
     def __init__(self, qa_model: nn.Module, dropout: Optional[float] = None) -> None:
-        super().__init__()
-        # The span model's modules become this module's own children (same objects), so parameter
-        # names match the span model's and its forward still runs on them.
-        for name, child in qa_model.named_children():
-            self.add_module(name, child)
-        for name, param in qa_model.named_parameters(recurse=False):
-            self.register_parameter(name, param)
-        for name, buf in qa_model.named_buffers(recurse=False):
-            self.register_buffer(name, buf, persistent=name not in qa_model._non_persistent_buffers_set)
-        self.__dict__["span_model"] = qa_model  # not registered: its modules are already ours
+        super().__init__(qa_model)  # parameter names are the span model's
         cfg = qa_model.config
         p = dropout if dropout is not None else getattr(cfg, "hidden_dropout_prob", 0.1)
         self.answerability = nn.Sequential(nn.Dropout(p), nn.Linear(cfg.hidden_size, 2))
@@ -51,13 +44,8 @@ class QAWithAnswerability(nn.Module):
         nn.init.zeros_(self.answerability[1].bias)
 
     @property
-    def config(self) -> Any:
-        return self.span_model.config
-
-    def train(self, mode: bool = True) -> "QAWithAnswerability":
-        super().train(mode)
-        self.span_model.training = mode  # its children are already switched
-        return self
+    def span_model(self) -> nn.Module:
+        return self.inner
 
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None) -> QAOutput:

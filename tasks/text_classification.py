@@ -12,8 +12,9 @@ import torch
 import torch.nn.functional as F
 
 from augment.build import build_augmenter
-from tasks.base import SupervisedOutput, TaskData
-from tasks.text_data import DataError, load_text_classification
+from uda.task import SupervisedOutput, TaskData
+from tasks.text_data import load_text_classification
+from uda.data import DataError
 from uda.evaluation import length_sorted_batches, run_inference
 from uda.hub import resolve_model_path
 

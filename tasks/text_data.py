@@ -17,10 +17,6 @@ option and says what to do.
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
-import json
 import math
 import os
 import re
@@ -31,12 +27,9 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from uda.config import DataConfig
+from tasks.text_config import TextDataConfig
+from uda.data import DataError, _decode, _read_bytes, file_extension, file_stem, read_table, resolve_data_path 
 from uda.hub import hub_reachable
-
-
-class DataError(ValueError):
-    """bad data; message names the file/row/option and says what to do"""
 
 
 @dataclass
@@ -55,9 +48,6 @@ class TextClassificationData:
 
 # ----------------------------------------------------------------------------- constants
 
-SUPPORTED_EXTENSIONS = (
-    ".jsonl", ".jsonl.gz", ".json", ".json.gz", ".csv", ".csv.gz", ".tsv", ".tsv.gz", ".parquet",
-)
 _SPLIT_PREFIX = re.compile(r"^(?:train|test|unsup)_")
 _UNLABELED_STEMS = ("unsup", "unlabeled", "unlabelled", "unsupervised")
 _DEV_STEMS = ("dev", "validation", "valid", "val")
@@ -75,28 +65,6 @@ _INT_RE = re.compile(r"^[+-]?\d+$")
 
 # ----------------------------------------------------------------------------- small helpers
 
-def resolve_data_path(cfg: DataConfig) -> Optional[str]:
-    """``cfg.path``, else the ``UDA_DATA_PATH`` environment variable, else None (use the hub)."""
-    if cfg.path:
-        return str(cfg.path)
-    env = os.environ.get("UDA_DATA_PATH", "").strip()
-    return env or None
-
-
-def _extension(path: str | os.PathLike) -> Optional[str]:
-    name = Path(path).name.lower()
-    for ext in sorted(SUPPORTED_EXTENSIONS, key=len, reverse=True):
-        if name.endswith(ext):
-            return ext
-    return None
-
-
-def _stem(path: str | os.PathLike) -> str:
-    name = Path(path).name
-    ext = _extension(path)
-    return name[: len(name) - len(ext)] if ext else name.split(".")[0]
-
-
 def _strip_split_prefix(example_id: str) -> str:
     return _SPLIT_PREFIX.sub("", example_id, count=1)
 
@@ -105,155 +73,6 @@ def _rng(seed: int, purpose: int = 0) -> np.random.Generator:
     """Labelled subset: Generator(seed); other purposes get their own independent stream."""
     seed = int(seed) % (2**63)
     return np.random.default_rng(seed if purpose == 0 else [seed, purpose])
-
-
-# ----------------------------------------------------------------------------- readers
-
-def _read_bytes(path: Path) -> bytes:
-    try:
-        if path.name.lower().endswith(".gz"):
-            with gzip.open(path, "rb") as f:
-                return f.read()
-        return path.read_bytes()
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
-        raise DataError(f"cannot read data file '{path}': {e}; check that it is a complete, valid file") from None
-
-
-def _decode(data: bytes, path: Path) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise DataError(
-            f"data file '{path}' is not valid UTF-8 (line {line}, byte {e.start}: {data[e.start:e.start + 1]!r}); "
-            f"re-save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
-        ) from None
-
-
-def _records_from_json(text: str, path: Path) -> list[dict]:
-    stripped = text.lstrip()
-    if not stripped:
-        return []
-    if not path.name.lower().endswith((".jsonl", ".jsonl.gz")):
-        try:
-            obj = json.loads(stripped)
-        except json.JSONDecodeError as e:
-            if "Extra data" not in e.msg:  # a whole-file json document that is broken
-                raise DataError(f"data file '{path}' is not valid JSON (line {e.lineno}: {e.msg}); fix the file") \
-                    from None
-            obj = None  # several documents: json lines with a .json name
-        if obj is not None:
-            if isinstance(obj, dict):
-                for key in ("data", "rows", "examples"):
-                    if isinstance(obj.get(key), list):
-                        obj = obj[key]
-                        break
-                else:
-                    if obj and all(isinstance(v, list) for v in obj.values()):
-                        cols = list(obj)
-                        n = len(obj[cols[0]])
-                        if any(len(obj[c]) != n for c in cols):
-                            raise DataError(f"data file '{path}': its columns have different lengths; fix the file")
-                        obj = [{c: obj[c][i] for c in cols} for i in range(n)]
-                    else:
-                        obj = [obj]
-            if not isinstance(obj, list):
-                raise DataError(f"data file '{path}' must hold a list of objects (or one object per line)")
-            for i, rec in enumerate(obj):
-                if not isinstance(rec, dict):
-                    raise DataError(f"data file '{path}', row {i + 1}: expected a JSON object, got "
-                                    f"{type(rec).__name__}; each example must be {{\"text\": ..., \"label\": ...}}")
-            return obj
-    records = []
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"data file '{path}', line {lineno}: invalid JSON ({e.msg} at column {e.colno}); "
-                            f"each line must be one JSON object") from None
-        if not isinstance(rec, dict):
-            raise DataError(f"data file '{path}', line {lineno}: expected a JSON object, got {type(rec).__name__}; "
-                            f"each line must be one JSON object like {{\"text\": ..., \"label\": ...}}")
-        records.append(rec)
-    return records
-
-
-def _records_from_csv(text: str, path: Path) -> tuple[list[dict], list[str]]:
-    delimiter = "\t" if ".tsv" in path.name.lower() else ","
-    try:
-        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
-        columns = list(reader.fieldnames or [])
-        return list(reader), columns
-    except csv.Error as e:
-        raise DataError(f"data file '{path}' is not valid CSV: {e}; fix the file") from None
-
-
-def _records_from_parquet(path: Path, wanted: Sequence[str]) -> tuple[list[dict], list[str]]:
-    try:
-        import pyarrow.parquet as pq
-
-        pf = pq.ParquetFile(path)
-        columns = list(pf.schema_arrow.names)
-        table = pf.read(columns=[c for c in wanted if c in columns])
-    except ImportError:
-        raise DataError(f"reading '{path}' needs pyarrow; `pip install pyarrow` or convert the file to jsonl") \
-            from None
-    except Exception as e:  # pyarrow raises several error types for broken files
-        raise DataError(f"cannot read parquet file '{path}': {e}; check that it is a complete parquet file") \
-            from None
-    return table.to_pylist(), columns
-
-
-def read_table(path: str | os.PathLike, text_column: str = "text", label_column: Optional[str] = "label",
-               id_column: Optional[str] = "id", *, require_label: bool = True) -> list[dict]:
-    """Read a json / jsonl / jsonl.gz / json.gz / csv(.gz) / tsv(.gz) / parquet file.
-
-    Returns one dict per row: ``{"id": str, "text": str | None, "label": raw value or None}``. The id comes from
-    ``id_column`` when the file has it, else ``"<filestem>-<row>"`` (row counted from 0). Labels are returned
-    as stored (int, label name, or None when missing); :func:`load_text_classification` maps them.
-    ``require_label=False`` allows a file without the label column (unlabelled data).
-    """
-    p = Path(path)
-    if not p.exists():
-        raise DataError(f"data file '{p}' does not exist; check --data.path / --data.*_file")
-    if p.is_dir():
-        raise DataError(f"'{p}' is a folder where a data file was expected; name a file")
-    ext = _extension(p)
-    if ext is None:
-        raise DataError(f"data file '{p}' has an unsupported extension; use one of {', '.join(SUPPORTED_EXTENSIONS)}")
-    if ext == ".parquet":
-        wanted = [c for c in (text_column, label_column, id_column) if c]
-        records, columns = _records_from_parquet(p, wanted)
-    else:
-        text = _decode(_read_bytes(p), p)
-        if ext.startswith((".csv", ".tsv")):
-            records, columns = _records_from_csv(text, p)
-        else:
-            records = _records_from_json(text, p)
-            columns = list(records[0]) if records else []
-    if not records:
-        raise DataError(f"data file '{p}' is empty (no rows); give a file with at least one example")
-    if text_column not in columns:
-        raise DataError(f"data file '{p}' has no text column '{text_column}' (columns: {columns}); "
-                        f"set --data.text_column to the right one")
-    has_label = bool(label_column) and label_column in columns
-    if require_label and not has_label:
-        raise DataError(f"data file '{p}' has no label column '{label_column}' (columns: {columns}); "
-                        f"set --data.label_column to the right one")
-    has_id = bool(id_column) and id_column in columns
-    stem = _stem(p)
-    rows = []
-    for i, rec in enumerate(records):
-        t = rec.get(text_column)
-        rid = rec.get(id_column) if has_id else None
-        rows.append({
-            "id": str(rid) if rid is not None and rid != "" else f"{stem}-{i}",
-            "text": t if t is None or isinstance(t, str) else str(t),
-            "label": rec.get(label_column) if has_label else None,
-        })
-    return rows
 
 
 def read_aclimdb(folder: str | os.PathLike) -> dict[str, list[dict]]:
@@ -304,7 +123,7 @@ class _Source:
 
 
 def _find_in_folder(folder: Path, stems: Sequence[str], required: bool, what: str, option: str) -> Optional[Path]:
-    found = [p for p in sorted(folder.iterdir()) if p.is_file() and _stem(p).lower() in stems and _extension(p)]
+    found = [p for p in sorted(folder.iterdir()) if p.is_file() and file_stem(p).lower() in stems and file_extension(p)]
     if len(found) > 1:
         raise DataError(f"folder '{folder}' has several {what} files ({', '.join(p.name for p in found)}); "
                         f"keep one or pass --data.{option}")
@@ -328,7 +147,7 @@ def _override(value: Optional[str], folder: Optional[Path], option: str) -> Opti
     return p
 
 
-def _local_sources(cfg: DataConfig, path: Optional[str]) -> dict:
+def _local_sources(cfg: TextDataConfig, path: Optional[str]) -> dict:
     """Returns {"train", "test", "dev", "unlabeled": _Source | None, "default_names": list | None, "kind": str}."""
     folder: Optional[Path] = None
     out: dict[str, Any] = {"train": None, "test": None, "dev": None, "unlabeled": None,
@@ -374,7 +193,7 @@ def _local_sources(cfg: DataConfig, path: Optional[str]) -> dict:
     return out
 
 
-def _hub_sources(cfg: DataConfig) -> dict:
+def _hub_sources(cfg: TextDataConfig) -> dict:
     if not cfg.hub_id:
         raise DataError("no local data given and data.hub_id is empty; pass --data.path /path/to/data or set "
                         "UDA_DATA_PATH")
@@ -471,7 +290,7 @@ class _LabelMap:
         raise DataError(f"{where}: label {value!r} is neither a class index nor a class name from {self.names}")
 
 
-def _choose_label_names(cfg: DataConfig, default_names: Optional[list], train: _Source) -> _LabelMap:
+def _choose_label_names(cfg: TextDataConfig, default_names: Optional[list], train: _Source) -> _LabelMap:
     if cfg.label_names:
         names = [str(n) for n in cfg.label_names]
         if len(set(names)) != len(names):
@@ -613,7 +432,7 @@ def _select_by_order(order_file: str, pool: _Source, idx: Sequence[int], labels:
 
 # ----------------------------------------------------------------------------- main entry
 
-def load_text_classification(cfg: DataConfig, seed: int) -> TextClassificationData:
+def load_text_classification(cfg: TextDataConfig, seed: int) -> TextClassificationData:
     """Load sources (see module doc) and build the labelled subset, dev, test and unlabelled pool."""
     t0 = time.perf_counter()
     path = resolve_data_path(cfg)
@@ -658,21 +477,23 @@ def load_text_classification(cfg: DataConfig, seed: int) -> TextClassificationDa
 
     carve = src["dev"] is None and cfg.dev_size > 0  # dev carved from the training pool
 
-    def carve_dev(candidates: list[int]) -> tuple[list[int], list[dict]]:
+    def carve_dev(candidates: list[int], need: int, too_few: str) -> tuple[list[int], list[dict], str, set]:
+        """A balanced dev set from ``candidates``: (indices, rows, source, texts); ``too_few`` says
+        what to do when there are fewer than ``need`` of them."""
+        if len(candidates) < need:
+            raise DataError(too_few)
         idx = _balanced_subset(_by_class(candidates, y_pool, k), cfg.dev_size, _rng(seed, 1))
-        return idx, [{"id": pool.rows[i]["id"], "text": pool.rows[i]["text"], "label": y_pool[i]} for i in idx]
+        rows = [{"id": pool.rows[i]["id"], "text": pool.rows[i]["text"], "label": y_pool[i]} for i in idx]
+        return idx, rows, f"carved from {pool.name}", {r["text"] for r in rows}
 
     dev_idx: list[int] = []
     if use_all:
         # dev first (when carved from the pool), then every other labelled example is trained on
-        if carve:
-            if len(labelled_idx) <= cfg.dev_size:
-                raise DataError(f"data.dev_size={cfg.dev_size} leaves no training example of the {len(labelled_idx)} "
-                                f"labelled ones of '{pool.name}' (data.num_labeled=0: all the rest); lower "
-                                f"--data.dev_size or give --data.dev_file")
-            dev_idx, dev_rows = carve_dev(labelled_idx)
-            dev_source = f"carved from {pool.name}"
-            dev_texts = {r["text"] for r in dev_rows}
+        if carve:  # at least one example must be left to train on
+            dev_idx, dev_rows, dev_source, dev_texts = carve_dev(
+                labelled_idx, cfg.dev_size + 1, f"data.dev_size={cfg.dev_size} leaves no training example of the {len(labelled_idx)} "
+                f"labelled ones of '{pool.name}' (data.num_labeled=0: all the rest); lower --data.dev_size or give "
+                f"--data.dev_file")
         carved = set(dev_idx)
         train_idx = [i for i in labelled_idx if i not in carved and pool.rows[i]["text"] not in dev_texts]
         selection = "all labelled examples not in dev (data.num_labeled=0)"
@@ -697,13 +518,9 @@ def load_text_classification(cfg: DataConfig, seed: int) -> TextClassificationDa
 
     if carve and not use_all:
         rest = [i for i in labelled_idx if i not in train_set and pool.rows[i]["text"] not in train_texts]
-        if len(rest) < cfg.dev_size:
-            raise DataError(f"data.dev_size={cfg.dev_size} but only {len(rest)} labelled examples of "
-                            f"'{pool.name}' remain after the {len(train_idx)} training ones; lower --data.dev_size "
-                            f"or give --data.dev_file")
-        dev_idx, dev_rows = carve_dev(rest)
-        dev_source = f"carved from {pool.name}"
-        dev_texts = {r["text"] for r in dev_rows}
+        dev_idx, dev_rows, dev_source, dev_texts = carve_dev(
+            rest, cfg.dev_size, f"data.dev_size={cfg.dev_size} but only {len(rest)} labelled examples of '{pool.name}' remain "
+            f"after the {len(train_idx)} training ones; lower --data.dev_size or give --data.dev_file")
     dev_set = set(dev_idx)
 
     train_rows = [{"id": pool.rows[i]["id"], "text": pool.rows[i]["text"], "label": y_pool[i]} for i in train_idx]

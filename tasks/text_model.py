@@ -35,45 +35,56 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
     return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
 
 
-class MeanPoolClassifier(nn.Module):
-    def __init__(self, encoder: nn.Module, num_labels: int, dropout: Optional[float] = None) -> None:
+class HeadedModel(nn.Module):
+    """A transformers model plus heads of our own, saved and loaded under the model's own key names.
+
+    The model's modules, parameters and buffers become this module's (the same objects), so that
+    parameter names are the model's, its checkpoints load here, and the model's forward still runs
+    on them; ``self.inner`` is the model itself, not registered (its modules already are)."""
+
+    def __init__(self, model: nn.Module) -> None:
         super().__init__()
-        # The encoder's modules become this module's own children (same objects), so parameter names
-        # are the encoder's and AutoModel.from_pretrained reads the saved folder.
+        for name, child in model.named_children():
+            self.add_module(name, child)
+        for name, param in model.named_parameters(recurse=False):
+            self.register_parameter(name, param)
+        for name, buf in model.named_buffers(recurse=False):
+            self.register_buffer(name, buf, persistent=name not in model._non_persistent_buffers_set)
+        self.__dict__["inner"] = model
+
+    @property
+    def config(self) -> Any:
+        return self.inner.config
+
+    def train(self, mode: bool = True) -> "HeadedModel":
+        super().train(mode)
+        self.inner.training = mode  # its children are already switched
+        return self
+
+
+class MeanPoolClassifier(HeadedModel):
+    def __init__(self, encoder: nn.Module, num_labels: int, dropout: Optional[float] = None) -> None:
         if getattr(encoder, "pooler", None) is not None:
             # the first-token pooler is not used; left in, it would have no gradient, which
             # DistributedDataParallel treats as an error
             encoder.pooler = None
-        for name, child in encoder.named_children():
-            self.add_module(name, child)
-        for name, param in encoder.named_parameters(recurse=False):
-            self.register_parameter(name, param)
-        self.__dict__["encoder_model"] = encoder  # not registered: its modules are already ours
+        super().__init__(encoder)  # parameter names are the encoder's: AutoModel reads the saved folder
         cfg = encoder.config
         p = dropout if dropout is not None else getattr(cfg, "hidden_dropout_prob", 0.1)
         self.classifier = nn.Sequential(nn.Dropout(p), nn.Linear(cfg.hidden_size, num_labels))
         nn.init.normal_(self.classifier[1].weight, std=getattr(cfg, "initializer_range", 0.02))
         nn.init.zeros_(self.classifier[1].bias)
 
-    @property
-    def config(self) -> Any:
-        return self.encoder_model.config
-
-    def train(self, mode: bool = True) -> "MeanPoolClassifier":
-        super().train(mode)
-        self.encoder_model.training = mode  # its children are already switched
-        return self
-
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 token_type_ids: Optional[torch.Tensor] = None) -> ClassifierOutput:
         kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-        hidden = self.encoder_model(input_ids=input_ids, attention_mask=attention_mask, return_dict=True,
+        hidden = self.inner(input_ids=input_ids, attention_mask=attention_mask, return_dict=True,
                                     **kwargs).last_hidden_state  # (B, T, H)
         return ClassifierOutput(self.classifier(mean_pool(hidden, attention_mask)))
 
     def save_pretrained(self, out_dir: str | Path) -> None:
         out = Path(out_dir)
-        self.encoder_model.save_pretrained(out, state_dict=self.state_dict())
+        self.inner.save_pretrained(out, state_dict=self.state_dict())
         (out / HEAD_CONFIG).write_text(json.dumps({
             "pooling": "mean", "num_labels": self.classifier[1].out_features, "dropout": self.classifier[0].p,
             "id2label": {str(k): v for k, v in (self.config.id2label or {}).items()},

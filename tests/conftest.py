@@ -13,6 +13,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never touch the hub
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import tasks  # noqa: E402,F401 (registers the built-in tasks, as the commands do)
+
 REPO = Path(__file__).resolve().parent.parent
 
 POS_WORDS = ["good", "great", "excellent", "wonderful", "superb", "loved", "brilliant", "fun"]

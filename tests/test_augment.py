@@ -13,14 +13,15 @@ import pytest
 from augment.base import Augmenter
 from augment.compose import Compose
 from augment.precomputed import MissingAugmentationError, PrecomputedAugmenter, write_precomputed
+from augment.text_ops import basic_tokenize, clean_web_text, tokenize, word_tokenize
 from augment.word_replace import (
     TfIdfStats,
     TfIdfWordReplacement,
     UniformWordReplacement,
     fit_tfidf_stats,
     replacement_probs,
-    tokenize,
 )
+from tests.conftest import require_resource, shared_data_dir
 
 # Tiny corpus: N = 3, doc_freq a=3, b=2, c=1, d=1.
 CORPUS = ["a b c", "A b.", "a d"]
@@ -35,11 +36,83 @@ def stats() -> TfIdfStats:
 # ---------------------------------------------------------------------------------- tokenize
 
 
-def test_tokenize_words_punctuation_and_br():
+def test_surface_tokenize_for_word_level_augmenters():
+    # augment.word_level edits words in place with these tokens; TF-IDF/unif use word_tokenize
     text = "Hello, world!<br /><br />It's  FINE.<br/>ok"
     assert tokenize(text) == ["Hello", ",", "world", "!", "It's", "FINE", ".", "ok"]
     assert tokenize("") == []
     assert tokenize("<br />") == []
+
+
+def test_word_tokenize_splits_every_punctuation_character():
+    assert word_tokenize("good,bad!") == ["good", ",", "bad", "!"]
+    assert word_tokenize("It's 3.5/10 (meh)...") == ["it", "'", "s", "3", ".", "5", "/", "10", "(", "meh", ")",
+                                                     ".", ".", "."]
+    # ASCII symbols count as punctuation too (BERT's definition), and so does Unicode P*
+    assert word_tokenize("a$b^c`d~e") == ["a", "$", "b", "^", "c", "`", "d", "~", "e"]
+    assert word_tokenize("\u201cwow\u201d \u2014 ok\u00bf") == ["\u201c", "wow", "\u201d", "\u2014", "ok", "\u00bf"]
+    assert word_tokenize("") == [] and word_tokenize(" \t\n ") == []
+
+
+def test_word_tokenize_lowercases_and_strips_accents():
+    assert word_tokenize("Café") == ["cafe"]
+    assert word_tokenize("CAFÉ naïve Ångström") == ["cafe", "naive", "angstrom"]
+    assert word_tokenize("Cafe\u0301") == ["cafe"]  # decomposed accent (NFD) as well
+
+
+def test_word_tokenize_whitespace_and_control_characters():
+    # tab/newline/no-break space separate; zero-width space (Cf), NUL, U+FFFD, DEL are dropped
+    assert word_tokenize("a\tb\nc\u00a0d") == ["a", "b", "c", "d"]
+    assert word_tokenize("x\u200by z\x00w v\ufffdu t\x7fs") == ["xy", "zw", "vu", "ts"]
+
+
+def test_word_tokenize_cleans_web_text_like_the_reference():
+    assert word_tokenize("One.<br /><br />Two") == ["one", ".", "two"]
+    assert word_tokenize("a<br />b") == ["a", "b"]
+    assert clean_web_text("a<br /><br />b") == "a  b"
+    assert clean_web_text("&quot;Hi&quot;<p>there") == '"Hi" there'
+    assert clean_web_text('see <a href="http://x.y/z">this</a> now') == "see this now"
+    assert clean_web_text("<a href=x>1</a> <a href=y>2</a>") == "1 2"
+    assert clean_web_text("tail <a href=broken") == "tail broken"  # unterminated tag: marker dropped
+    assert clean_web_text("</a> kept without a link") == "</a> kept without a link"
+    assert clean_web_text("line\\nnext back\\slash") == "line next back slash"
+    # only the exact spellings the reference replaces
+    assert word_tokenize("a<br/>b") == ["a", "<", "br", "/", ">", "b"]
+    assert word_tokenize("&amp;") == ["&", "amp", ";"]
+
+
+def _transformers_basic_tokenizer():
+    try:
+        from transformers.models.bert.tokenization_bert_legacy import BasicTokenizer
+    except ImportError:
+        from transformers.models.bert.tokenization_bert import BasicTokenizer
+    return BasicTokenizer(do_lower_case=True, tokenize_chinese_chars=False)
+
+
+def test_basic_tokenize_equals_transformers_basic_tokenizer_on_awkward_strings():
+    ref = _transformers_basic_tokenizer()
+    alphabet = (
+        [chr(c) for c in range(128)] * 3
+        + list("éÉàçñÑøßİıﬁ\u0301\u0308\u0327\u00a0\u2003\u200b\u2028\u0085\ufffd\u00ad\u037e\u00b7")
+        + list("\u201c\u201d\u2019\u2014\u00bf\u00a1\u3002\u4e2d\u6587\uac00\u1100\u1161\u0bca\u0bbe\u212b")
+        + ["\U0001f600", "\U0001d400", "\u0000"]
+    )
+    rng = np.random.default_rng(0)
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet, size=int(rng.integers(0, 40))).tolist())
+        assert basic_tokenize(text) == ref.tokenize(text), repr(text)
+
+
+def test_basic_tokenize_equals_transformers_basic_tokenizer_on_imdb():
+    path = require_resource(shared_data_dir() / "imdb" / "unsup.jsonl.gz", "IMDB unsup reviews")
+    ref = _transformers_basic_tokenizer()
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for _, line in zip(range(1500), f)]
+    non_ascii = [t for t in texts if not t.isascii()]
+    assert len(non_ascii) > 50
+    for text in texts[:150] + non_ascii[:150]:
+        cleaned = clean_web_text(text)
+        assert basic_tokenize(cleaned) == ref.tokenize(cleaned)
 
 
 # ---------------------------------------------------------------------------------- statistics
@@ -52,6 +125,18 @@ def test_idf_and_corpus_tfidf_golden(stats):
         {"a": 0.0, "b": (1 / 3 + 1 / 2) * L15, "c": L3 / 3, "d": L3 / 2}
     )
     assert stats.max_idf == pytest.approx(L3)
+
+
+def test_idf_and_corpus_tfidf_golden_on_the_reference_tokenisation():
+    # words: doc 1 don ' t panic ! (5); doc 2 cafe " cafe " don (5: <br /> is a space, &quot; a
+    # quote, Café loses its accent); doc 3 t (1). N = 3; df: don 2, t 2, every other word 1.
+    s = fit_tfidf_stats(["Don't panic!", "Café &quot;cafe&quot;<br />don", "t"])
+    assert s.num_docs == 3
+    assert s.idf == pytest.approx({"don": L15, "t": L15, "'": L3, "panic": L3, "!": L3, "cafe": L3, '"': L3})
+    assert s.corpus_tfidf == pytest.approx({
+        "don": (1 / 5 + 1 / 5) * L15, "t": (1 / 5 + 1) * L15, "'": L3 / 5, "panic": L3 / 5, "!": L3 / 5,
+        "cafe": 2 / 5 * L3, '"': 2 / 5 * L3,
+    })
 
 
 def test_fit_counts_punctuation_and_lowercases():
@@ -71,6 +156,11 @@ def test_stats_save_load_roundtrip(stats, tmp_path):
     assert loaded.corpus_tfidf == stats.corpus_tfidf
     assert loaded.num_docs == stats.num_docs
     assert list(loaded.corpus_tfidf) == list(stats.corpus_tfidf)  # order kept: same sampling
+    # statistics of format 1 were fitted with another tokenisation: refuse them
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"format": "uda-tfidf-stats/1", "num_docs": 1, "idf": {}, "corpus_tfidf": {}}))
+    with pytest.raises(ValueError, match="refit"):
+        TfIdfStats.load(old)
 
 
 # ---------------------------------------------------------------------------------- per-text probs
@@ -162,19 +252,24 @@ def test_tfidf_determinism_alignment_and_no_mutation(stats):
     assert len(o1) == len(texts) and all(isinstance(o, str) for o in o1)
     assert o1[1] == ""
     for t, o in zip(texts, o1):
-        assert len(tokenize(o)) == len(tokenize(t))  # token alignment kept
+        assert len(word_tokenize(o)) == len(word_tokenize(t))  # token alignment kept
     outs = {tuple(aug(texts, np.random.default_rng(s))) for s in range(20)}
     assert len(outs) > 1
 
 
-def test_tfidf_keeps_surface_when_not_replaced(stats):
+def test_tfidf_output_is_the_original_or_the_joined_words(stats):
     text = "A  b,<br /><br />c!"
-    assert TfIdfWordReplacement(stats, 0.0)([text], np.random.default_rng(0)) == [text]
+    assert TfIdfWordReplacement(stats, 0.0)([text], np.random.default_rng(0)) == [text]  # nothing replaced
     aug = TfIdfWordReplacement(stats, 1.0)
     for seed in range(10):
         out = aug(["b."], np.random.default_rng(seed))[0]
-        toks = tokenize(out)
-        assert len(toks) == 2  # a replaced "." does not merge with "b"
+        assert len(word_tokenize(out)) == 2  # a replaced "." does not merge with "b"
+    # an edited text is the reference's word list joined by spaces: cleaned, lower-cased, split
+    # words: cafe , a c; "cafe", "," (unseen: max idf) and "c" score log3/4, "a" 0: only "a" is replaced
+    for seed in range(10):
+        out = aug(["Café,  A<br />c"], np.random.default_rng(seed))[0]
+        new = out.split(" ")[2]
+        assert new in stats.idf and out == f"cafe , {new} c"
 
 
 def test_protocol_and_names(stats, tmp_path):
@@ -188,8 +283,22 @@ def test_protocol_and_names(stats, tmp_path):
     assert [a.name for a in augs] == ["tf_idf-0.3", "unif-0.1", "precomputed:p.jsonl"]
     for a in augs + [Compose(augs[:2])]:
         assert isinstance(a, Augmenter)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"replacement probability p must be in \[0, 1\], got 1.5"):
         TfIdfWordReplacement(stats, 1.5)
+
+
+def test_default_p_stated_once_in_the_registry():
+    from augment.cli import build_parser
+    from augment.registry import DEFAULT_P, OPTION_HELP, WORD_LEVEL, make_augmenter
+
+    assert set(DEFAULT_P) == WORD_LEVEL
+    assert DEFAULT_P == dict.fromkeys(WORD_LEVEL, 0.1)  # what the command line has always used
+    stats = fit_tfidf_stats(CORPUS)
+    for method in ("tf_idf", "unif", "swap", "delete"):
+        assert make_augmenter(method, {}, stats).p == DEFAULT_P[method]
+        assert make_augmenter(method, {"p": 0.3}, stats).p == 0.3
+    assert OPTION_HELP["p"][0] == 0.1
+    assert "(default: 0.1)" in " ".join(build_parser().format_help().split())
 
 
 # ---------------------------------------------------------------------------------- uniform
@@ -199,9 +308,9 @@ def test_uniform_rate_and_vocab():
     aug = UniformWordReplacement(["zz"], 0.2)
     text = " ".join(["x"] * 500)
     outs = aug([text] * 40, np.random.default_rng(3))
-    frac = np.mean([tokenize(o).count("zz") / 500 for o in outs])
+    frac = np.mean([word_tokenize(o).count("zz") / 500 for o in outs])
     assert frac == pytest.approx(0.2, abs=0.01)
-    assert all(len(tokenize(o)) == 500 for o in outs)
+    assert all(len(word_tokenize(o)) == 500 for o in outs)
     # uniform over the vocabulary
     aug = UniformWordReplacement(["p", "q", "r", "s"], 1.0)
     freq = Counter(aug(["x " * 10_000], np.random.default_rng(0))[0].split())
@@ -213,8 +322,20 @@ def test_uniform_rate_and_vocab():
 
 def test_uniform_from_stats(stats):
     aug = UniformWordReplacement(stats, 1.0)
-    out = aug(["hello there"], np.random.default_rng(0))[0]
-    assert all(w in stats.idf for w in out.split())
+    out = aug(["hello there, friend"], np.random.default_rng(0))[0]
+    assert len(out.split()) == 4 and all(w in stats.idf for w in out.split())
+
+
+def test_uniform_leaves_texts_under_three_tokens_unchanged():
+    # the reference's UnifRep only replaces in word lists of 3 or more tokens
+    aug = UniformWordReplacement(["zz"], 1.0)
+    short = ["Hello there", "Hi!", "one", "", "<br />x<br />"]
+    assert aug(short, np.random.default_rng(0)) == short
+    assert aug(["Hello there!"], np.random.default_rng(0)) == ["zz zz zz"]  # 3 tokens with the "!"
+    # TF-IDF replacement has no such rule in the reference: a 2-token text can change
+    stats = fit_tfidf_stats(["a b c", "A b", "a d"])
+    aug = TfIdfWordReplacement(stats, 1.0)
+    assert any(aug(["c a"], np.random.default_rng(s))[0] != "c a" for s in range(20))
 
 
 # ---------------------------------------------------------------------------------- precomputed

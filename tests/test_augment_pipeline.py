@@ -1,4 +1,4 @@
-"""The augmentation pipeline (augment.pipeline, scripts/augment.py): determinism across workers and
+"""The augmentation pipeline (augment.pipeline, uda-augment = scripts/uda_augment.py): determinism across workers and
 ranks, cache hits, resume after a killed run, alignment under skips, the unlabelled-pool input."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from augment import registry
 from augment.pipeline import augment_file, augment_texts, read_input_rows
 from augment.precomputed import PrecomputedAugmenter
 from augment.word_level import RandomSwap
-from tasks.text_data import DataError
+from uda.data import DataError
 from tests.conftest import REPO, make_review, write_jsonl
 
 
@@ -198,9 +198,12 @@ def test_pool_input_covers_every_unlabelled_text_of_training(tmp_path, tiny_text
     from tasks.text_data import load_text_classification
     from uda.config import build_config
 
+    from tasks.cli import unlabeled_pool
+
     overrides = {"data.path": str(tiny_text_data), "data.dev_size": 20, "data.min_unlabeled_chars": 0}
+    rows, info = unlabeled_pool("text_classification", None, overrides)
     report = augment_file(None, None, method="tf_idf", options={"p": 0.2}, copies=2, seed=0,
-                          output_dir=tmp_path / "out", task="text_classification", config_overrides=overrides,
+                          output_dir=tmp_path / "out", rows=rows, input_name=f"{info['task']}-unlabeled",
                           cache_dir=tmp_path / "cache", progress=False)
     assert Path(report["output"]).name == "text_classification-unlabeled.tf_idf-0.2.s0.x2.jsonl.gz"
     cfg = build_config("text_classification", None, overrides)
@@ -211,15 +214,15 @@ def test_pool_input_covers_every_unlabelled_text_of_training(tmp_path, tiny_text
 
 def test_cli_help_and_error(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    helped = subprocess.run([sys.executable, "scripts/augment.py", "--help"], cwd=REPO, env=env,
+    helped = subprocess.run([sys.executable, "scripts/uda_augment.py", "--help"], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=60)
     assert helped.returncode == 0
-    for word in ("apertium", "marian", "wordnet", "swap", "delete", "embedding", "--workers", "--cache-dir",
-                 "--on-bad-line", "--temperature", "resumes"):
+    for word in ("apertium", "marian", "wordnet", "swap", "delete", "embedding", "--workers", "--cache_dir",
+                 "--on_bad_line", "--temperature", "resumes"):
         assert word in helped.stdout
     bad = write_jsonl(tmp_path / "x.jsonl", [{"body": "no text"}])
-    failed = subprocess.run([sys.executable, "scripts/augment.py", "--input", str(bad), "--method", "swap",
-                             "--cache-dir", str(tmp_path / "c"), "--output-dir", str(tmp_path)],
+    failed = subprocess.run([sys.executable, "scripts/uda_augment.py", "--input", str(bad), "--method", "swap",
+                             "--cache_dir", str(tmp_path / "c"), "--output_dir", str(tmp_path)],
                             cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert failed.returncode == 2 and "no text column 'text'" in failed.stderr
 

@@ -21,7 +21,7 @@ from augment.word_level import (
     find_wordnet_dir,
     load_word_vectors,
 )
-from augment.word_replace import tokenize
+from augment.text_ops import tokenize
 from tests.conftest import require_resource
 
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
@@ -177,6 +177,14 @@ def test_random_deletion_rate_and_at_least_one_word():
     assert RandomDeletion(0.0)(TEXTS, np.random.default_rng(0)) == TEXTS
     out = RandomDeletion(1.0)(["Alpha beta.<br /><br />Gamma delta."], np.random.default_rng(0))[0]
     assert out.count("<br /><br />") == 1 and out.count(".") == 2
+
+
+def test_p_is_checked_and_has_no_class_default():
+    for cls in (RandomSwap, RandomDeletion):
+        with pytest.raises(ValueError, match=r"^p must be in \[0, 1\], got -0.1$"):
+            cls(-0.1)
+        with pytest.raises(TypeError):
+            cls()  # the default p is augment.registry.DEFAULT_P's
 
 
 # ---------------------------------------------------------------------------------- embeddings

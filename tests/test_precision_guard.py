@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-import uda.train
+import uda.step
 from tasks import get_task
 from tests.trainkit import metric_lines, model_dir, run, tiny_config, training_lines, weights  # noqa: F401
 from uda import checkpoint
@@ -44,13 +44,13 @@ class DtypeSpyTask:
 
 def test_bf16_autocast_on_cpu_keeps_losses_in_float32(model_dir, tiny_text_data, tmp_path, monkeypatch):  # noqa: F811
     seen = []
-    real = uda.train.consistency_loss
+    real = uda.step.consistency_loss
 
-    def spy(ori, aug, *args):
+    def spy(ori, aug, *args, **kwargs):
         seen.append((ori.dtype, aug.dtype))
-        return real(ori, aug, *args)
+        return real(ori, aug, *args, **kwargs)
 
-    monkeypatch.setattr(uda.train, "consistency_loss", spy)
+    monkeypatch.setattr(uda.step, "consistency_loss", spy)
     task = DtypeSpyTask()
     out = tmp_path / "bf16"
     results = run(tiny_config(model_dir, tiny_text_data, out, **{

@@ -8,7 +8,7 @@ import pytest
 
 from tasks.qa_data import (article_order, build_features, collate_features, few_label_split, load_squad_examples,
                            load_squad_file, split_by_article, stratified_sample, validate_examples)
-from tasks.text_data import DataError
+from uda.data import DataError
 from tests.conftest import require_resource, shared_data_dir
 from tests.qa_fixtures import make_squad, tiny_qa_model_dir, tiny_squad_file  # noqa: F401 (fixtures)
 

@@ -23,7 +23,8 @@ def tiny_qa_args(model_dir, data_file):
 
 def run(script, args):
     env = dict(os.environ, HF_HUB_OFFLINE="1", UDA_DATA_PATH="")
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / script), *args], capture_output=True, text=True,
+    path = REPO / ("benchmarks" if script == "sweep.py" else "scripts") / script
+    proc = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
                           env=env, cwd=REPO, timeout=600)
     if proc.returncode != 0:
         raise AssertionError(f"{script} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}")
@@ -70,7 +71,7 @@ def test_train_uda_squad_v2_end_to_end(tiny_qa_model_dir, tiny_squad_file, tmp_p
 
 def test_few_label_script_quick(tiny_qa_model_dir, tiny_squad_file, tmp_path):  # noqa: F811
     out = tmp_path / "sweep"
-    proc = run("qa_few_label.py", ["--out", str(out), "--num_labeled", "8", "--seeds", "0", "1", "--quick", "--",
+    proc = run("sweep.py", ["--task", "squad_v2", "--out", str(out), "--num_labeled", "8", "--seeds", "0", "1", "--quick", "--",
                                    *tiny_qa_args(tiny_qa_model_dir, tiny_squad_file)])
     for name in ["supervised-n8-seed0", "uda-n8-seed0", "supervised-n8-seed1", "uda-n8-seed1"]:
         assert (out / name / "results.json").exists(), name
@@ -81,7 +82,7 @@ def test_few_label_script_quick(tiny_qa_model_dir, tiny_squad_file, tmp_path):  
     assert (out / "f1_vs_num_labeled.png").stat().st_size > 1000
     assert "| 8 | uda | 2 |" in (out / "summary.md").read_text() and "| 8 | uda | 2 |" in proc.stdout
     # a second call skips finished runs and only rebuilds the summary
-    proc = run("qa_few_label.py", ["--out", str(out), "--num_labeled", "8", "--seeds", "0", "1", "--quick", "--",
+    proc = run("sweep.py", ["--task", "squad_v2", "--out", str(out), "--num_labeled", "8", "--seeds", "0", "1", "--quick", "--",
                                    *tiny_qa_args(tiny_qa_model_dir, tiny_squad_file)])
     assert proc.stdout.count("already finished") == 4
 

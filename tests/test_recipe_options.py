@@ -110,7 +110,7 @@ def test_id_files_dedup_and_diagnostics(model_dir, tiny_text_data, tmp_path):
 
 
 def test_target_accuracy_counts():
-    from uda.train import ratios_from_counts, target_accuracy
+    from uda.step import ratios_from_counts, target_accuracy
 
     logits = torch.tensor([[2.0, 0.0], [0.0, 2.0], [1.0, 0.0], [0.0, 1.0]])
     mask = torch.tensor([1.0, 1.0, 0.0, 0.0])
@@ -150,7 +150,7 @@ def test_distribution_alignment_needs_a_class_distribution(tiny_text_data, tmp_p
         name, main_metric, selectable_metrics, tsa_num_classes = "x", "accuracy", ("accuracy",), 2
 
         def setup(self, cfg):
-            from tasks.base import TaskData
+            from uda.task import TaskData
             return TaskData(train=[{"id": "a"}], dev=[], test=[], unlabeled=[{"id": "b"}])
 
     cfg = tiny_config(tmp_path, tiny_text_data, tmp_path / "run", **{"uda.distribution_alignment": True})

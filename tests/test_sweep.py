@@ -154,7 +154,8 @@ def test_num_labeled_zero_means_all_labelled(tiny_text_data):
     from tasks.qa_data import examples_from_official, few_label_split
     from tasks.text_data import load_text_classification
     from tests.qa_fixtures import make_squad
-    from uda.config import ConfigError, DataConfig, build_config
+    from tasks.text_config import TextDataConfig as DataConfig
+    from uda.config import ConfigError, build_config
 
     d = load_text_classification(DataConfig(path=str(tiny_text_data), num_labeled=0, dev_size=40), seed=3)
     assert len(d.train) == 160 and len(d.dev) == 40

@@ -18,7 +18,7 @@ from tasks.text_data import (
     read_table,
     resolve_data_path,
 )
-from uda.config import DataConfig
+from tasks.text_config import TextDataConfig as DataConfig
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -27,11 +27,12 @@ def run(cfg: Config, task=None) -> dict:
     Accelerator; it is reset around each run so that runs may use different mixed precision."""
     from accelerate.state import AcceleratorState
 
+    from uda.task import get_task
     from uda.train import train
 
     AcceleratorState._reset_state(reset_partial_state=True)
     try:
-        return train(cfg, task)
+        return train(cfg, task if task is not None else get_task(cfg.task))
     finally:
         AcceleratorState._reset_state(reset_partial_state=True)
 

@@ -31,6 +31,8 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
+from uda.io import atomic_write_text
+
 MODEL_DIR = "model"
 STATE_FILE = "training_state.pt"
 META_FILE = "meta.json"
@@ -140,7 +142,7 @@ def rescore(root: Path, metric_name: str, values: dict[int, Optional[float]]) ->
             continue
         value = values.get(c.step)
         meta.update({"metric": None if value is None else float(value), "metric_name": metric_name})
-        _replace_text(meta_path, json.dumps(meta))
+        atomic_write_text(meta_path, json.dumps(meta))
         changed.append(Checkpoint(c.path, c.step, meta["metric"]))
     if changed:
         write_pointers(root)
@@ -157,17 +159,7 @@ def write_pointers(root: Path) -> None:
         if target is None:
             path.unlink(missing_ok=True)
             continue
-        _replace_text(path, target.path.name + "\n")
-
-
-def _replace_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically: a synced temporary file beside it, renamed over it."""
-    tmp = path.parent / f".{path.name}.tmp"
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+        atomic_write_text(path, target.path.name + "\n")
 
 
 def read_pointer(root: Path, pointer: str) -> Optional[Path]:

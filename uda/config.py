@@ -20,7 +20,11 @@ from typing import Any, Literal, Optional, Union
 
 import yaml
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+# Task defaults and recipes: shipped inside the package as uda/configs/ (package data of the wheel);
+# in a checkout they are the top-level configs/ folder, which is what the wheel packs.
+_PACKAGED_CONFIGS = Path(__file__).resolve().parent / "configs"
+_CHECKOUT_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIG_DIR = _PACKAGED_CONFIGS if _PACKAGED_CONFIGS.is_dir() else _CHECKOUT_CONFIGS
 
 
 class ConfigError(ValueError):
@@ -45,42 +49,25 @@ class ModelConfig:
         "left", "Which end to cut long texts from: 'left' keeps the right-hand end, as the reference UDA does."
     )
     dropout: Optional[float] = _f(None, "Override the encoder's dropout probabilities (None: keep the model's).")
-    pooling: Literal["cls", "mean"] = _f(
-        "cls", "Text classification: what the classifier reads. 'cls': the model's own sequence-classification head "
-        "(BERT: the pooler on the first token); 'mean': the mean of the last hidden states over the tokens, as "
-        "sentence encoders such as all-MiniLM-L6-v2 were trained (load the saved model with "
-        "tasks.text_model.load_text_classifier).")
     trust_remote_code: bool = _f(False, "Allow custom model code from the hub. Off unless you trust the source.")
 
 
 @dataclass
 class DataConfig:
+    """What every task's data has: where it is, how many labels, the dev split and the unlabelled pool.
+    A task extends this section with its own fields (its config_sections)."""
+
     path: Optional[str] = _f(
         None,
-        "Local data: a folder (official aclImdb layout, or train/test/unsup files in json/jsonl(.gz)/csv/parquet) "
-        "or a single file used as the training pool. Falls back to the UDA_DATA_PATH environment variable; "
-        "when neither is set the hub dataset below is downloaded.",
+        "Local data: a folder or a file (what each task reads from it: see its docs). Falls back to the UDA_DATA_PATH "
+        "environment variable; when neither is set the hub dataset below is downloaded.",
     )
-    hub_id: Optional[str] = _f("stanfordnlp/imdb", "Hugging Face hub dataset used when no local path is given.")
-    train_file: Optional[str] = _f(None, "Labelled training pool file (overrides the one found in `path`).")
-    test_file: Optional[str] = _f(None, "Test file (overrides the one found in `path`).")
-    dev_file: Optional[str] = _f(None, "Dev file; when absent the dev split is carved from the training pool.")
-    unlabeled_file: Optional[str] = _f(None, "Unlabelled file (overrides the one found in `path`).")
-    text_column: str = _f("text", "Column holding the text.")
-    label_column: str = _f("label", "Column holding the label (int index or label name).")
-    id_column: Optional[str] = _f("id", "Column holding an example id (optional; row numbers are used when absent).")
-    label_names: Optional[list] = _f(None, "Class names in index order (default: read from the data).")
+    hub_id: Optional[str] = _f(None, "Hugging Face hub dataset used when no local path is given.")
     num_labeled: int = _f(20, "Labelled training examples in total, split evenly across classes (20 = 10 per class); "
                               "0: every labelled example of the training pool that is not dev (squad_v2: every "
                               "question of the labelled-pool articles).")
-    id_order_file: Optional[str] = _f(
-        None,
-        "File with one example id per line; the labelled set is then the first num_labeled/K ids of each class in "
-        "this order (the reference UDA order reproduces the paper's 20-label split).",
-    )
     dev_size: int = _f(1000, "Dev examples (balanced) carved from the labelled pool, used for model selection.")
     unlabeled_from_train: bool = _f(True, "Also use the training pool's texts (labels dropped) as unlabelled data.")
-    min_unlabeled_chars: int = _f(500, "Skip texts of the unlabelled file shorter than this (reference: 500).")
     max_unlabeled: Optional[int] = _f(None, "Cap the unlabelled pool to a seeded random subset of this size.")
     max_test: Optional[int] = _f(None, "Evaluate on a seeded balanced subset of the test set (None: all of it).")
 
@@ -89,11 +76,13 @@ class DataConfig:
 class AugmentConfig:
     method: Literal["tf_idf", "unif", "precomputed", "wordnet", "swap", "delete", "embedding"] = _f(
         "tf_idf", "How the augmented view is made: TF-IDF word replacement, uniform word replacement, read from a "
-        "precomputed file (made by scripts/augment.py, e.g. back-translation), WordNet synonym replacement, random "
+        "precomputed file (made by scripts/uda_augment.py, e.g. back-translation), WordNet synonym replacement, random "
         "word swap, random word deletion, or word-embedding (GloVe) neighbour replacement."
     )
-    p: float = _f(0.3, "Word-level probability averaged over a text: replacement (tf_idf, unif, wordnet, embedding), "
-                       "deletion (delete) or swaps per word (swap).")
+    p: Optional[float] = _f(
+        None, "Word-level probability averaged over a text: replacement (tf_idf, unif, wordnet, embedding), deletion "
+        "(delete) or swaps per word (swap). None: the method's default (augment.registry.DEFAULT_P); the task "
+        "configs set their own.")
     file: Optional[str] = _f(
         None, "Precomputed augmented copies (jsonl(.gz) with 'text' and 'augmented' list) for method=precomputed."
     )
@@ -150,32 +139,6 @@ class UDAConfig:
 
 
 @dataclass
-class QAConfig:
-    """Extractive question answering (task squad_v2); ignored by other tasks."""
-
-    doc_stride: int = _f(128, "Context tokens shared by consecutive windows when a context is longer than "
-                         "model.max_length (the tokenizer's stride, as in transformers' run_qa).")
-    max_question_length: int = _f(64, "Questions are cut to at most this many tokens.")
-    max_answer_length: int = _f(30, "Longest answer span, in tokens, that prediction considers.")
-    n_best: int = _f(20, "Start and end candidates per window, and spans kept per question (n-best list).")
-    span_loss_weight: float = _f(1.0, "Weight of the span loss (mean of the start and end cross-entropies).")
-    answerability_loss_weight: float = _f(1.0, "Weight of the answerability head's cross-entropy.")
-    null_span_weight: float = _f(0.5, "Weight of (null score - best span score) in the no-answer score.")
-    null_answerability_weight: float = _f(
-        0.5, "Weight of the answerability head's no-answer log-odds in the no-answer score.")
-    null_threshold: float = _f(0.0, "Answer '' when the no-answer score is above this (used on dev, and on test "
-                               "when the threshold is not fitted on dev).")
-    fit_threshold_on_dev: bool = _f(True, "Before the test evaluation, fit the threshold that maximises F1 on the dev "
-                                    "split with the selected model and apply it to test.")
-    tsa_num_classes: int = _f(2, "K of the TSA threshold alpha*(1-1/K)+1/K applied to the gold span's probability "
-                              "p(start)*p(end); K=2 starts the threshold at 0.5.")
-    test_articles: int = _f(10, "Held-out test articles: the first ones in sha256(title) order.")
-    dev_articles: int = _f(3, "Dev articles (model selection, threshold fitting): the next ones in that order.")
-    labeled_articles: int = _f(8, "Labelled-pool articles (data.num_labeled questions are drawn from them): the "
-                               "next ones; every remaining article is the unlabelled pool.")
-
-
-@dataclass
 class EvalConfig:
     test: bool = _f(True, "Evaluate the selected (best dev) model on the test set once, at the end.")
     select_metric: Optional[str] = _f(
@@ -201,7 +164,7 @@ class CheckpointConfig:
 
 @dataclass
 class Config:
-    task: str = _f("imdb", "Task name (a file configs/<task>.yaml supplies its defaults).")
+    task: str = _f("imdb", "Task name (its shipped configs/<task>.yaml supplies its defaults).")
     seed: int = _f(42, "Seed for data selection, augmentation, initialisation and shuffling.")
     output_dir: Optional[str] = _f(None, "Run folder (default: runs/<task>-<timestamp>).")
     report_to: Literal["tensorboard", "none"] = _f("tensorboard", "Where to log scalars besides metrics.jsonl.")
@@ -213,7 +176,6 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     uda: UDAConfig = field(default_factory=UDAConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
-    qa: QAConfig = field(default_factory=QAConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
     def to_dict(self) -> dict:
@@ -225,6 +187,21 @@ class Config:
 _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off"}
 _NONE = {"none", "null", "~"}
+
+
+def _number(value: Any) -> Optional[float | int]:
+    """The number a value stands for (an int or float, or a string such as '5e-05'); None otherwise.
+    Booleans are not numbers here, though Python counts them as ints."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
 
 
 def _coerce(value: Any, tp: Any, key: str) -> Any:
@@ -254,32 +231,11 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
             return value.strip().lower() in _TRUE
         raise ConfigError(f"config key '{key}' must be a boolean (true/false), got {value!r}")
-    if tp is int:
-        if isinstance(value, bool):
-            raise ConfigError(f"config key '{key}' must be an integer, got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                f = float(value)
-                if f.is_integer():
-                    return int(f)
-            except ValueError:
-                pass
-        raise ConfigError(f"config key '{key}' must be an integer, got {value!r}")
-    if tp is float:
-        if isinstance(value, bool):
-            raise ConfigError(f"config key '{key}' must be a number, got {value!r}")
-        if isinstance(value, (int, float)):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise ConfigError(f"config key '{key}' must be a number, got {value!r}")
+    if tp in (int, float):
+        number = _number(value)
+        if number is not None and (tp is float or float(number).is_integer()):
+            return tp(number)
+        raise ConfigError(f"config key '{key}' must be {'an integer' if tp is int else 'a number'}, got {value!r}")
     if tp is str:
         if isinstance(value, str):
             return value
@@ -352,19 +308,51 @@ def load_yaml(path: str | os.PathLike) -> dict:
 
 
 def task_config_path(task: str) -> Path:
-    return CONFIG_DIR / f"{task}.yaml"
+    """The shipped defaults of ``task``; an error naming the task when there are none."""
+    path = CONFIG_DIR / f"{task}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"no config file for task '{task}' (looked for {path}); a task's defaults ship as "
+                          f"configs/<task>.yaml: reinstall the package, or add the file")
+    return path
+
+
+def find_config_file(name: str) -> Path:
+    """``--config NAME``: a path, or a file shipped with the package (``recipes/imdb_cpu.yaml``, also
+    written ``configs/recipes/imdb_cpu.yaml`` as in a checkout), so recipes work from any folder."""
+    given = Path(name).expanduser()
+    if given.is_file():
+        return given
+    rel = Path(*given.parts[1:]) if given.parts[:1] == ("configs",) else given
+    shipped = CONFIG_DIR / rel
+    if not given.is_absolute() and shipped.is_file():
+        return shipped
+    raise ConfigError(f"config file '{name}' does not exist (nor as a shipped config under {CONFIG_DIR})")
+
+
+def config_class(sections: Optional[dict] = None) -> type:
+    """The Config class of a task: the generic sections, with the task's own section classes in place
+    of (or beside) them. A task section that extends a generic one keeps its flags (``--data.path``)."""
+    if not sections:
+        return Config
+    fields = [(name, tp, field(default_factory=tp)) for name, tp in sections.items()]
+    return dataclasses.make_dataclass("TaskConfig", fields, bases=(Config,))
 
 
 def build_config(task: Optional[str] = None, config_file: Optional[str] = None,
-                 overrides: Optional[dict] = None) -> Config:
-    """Defaults < configs/<task>.yaml < config_file < overrides (dotted keys)."""
-    cfg = Config()
+                 overrides: Optional[dict] = None, sections: Optional[dict] = None) -> Config:
+    """Defaults < configs/<task>.yaml < config_file < overrides (dotted keys).
+
+    ``sections``: the task's config sections; by default those the task registered (uda.task)."""
+    file_data = load_yaml(find_config_file(config_file)) if config_file else {}
+    task = task or (overrides or {}).get("task") or file_data.get("task") or Config.task
+    if sections is None:
+        from uda.task import task_spec
+
+        sections = task_spec(task).config_sections
+    cfg = config_class(sections)()
     layers: list[tuple[dict, str]] = []
-    file_data = load_yaml(config_file) if config_file else {}
-    task = task or (overrides or {}).get("task") or file_data.get("task") or cfg.task
     tpath = task_config_path(task)
-    if tpath.is_file():
-        layers.append((load_yaml(tpath), str(tpath)))
+    layers.append((load_yaml(tpath), str(tpath)))
     if file_data:
         layers.append((file_data, str(config_file)))
     if overrides:
@@ -399,21 +387,10 @@ def validate(cfg: Config) -> None:
          f"uda.lambda_u_ramp_steps must be >= 1 or None, got {u.lambda_u_ramp_steps}")
     need(d.num_labeled >= 0, f"data.num_labeled must be >= 1, or 0 for all labelled examples, got {d.num_labeled}")
     need(d.dev_size >= 0, f"data.dev_size must be >= 0, got {d.dev_size}")
-    need(0 <= cfg.augment.p <= 1, f"augment.p must be in [0, 1], got {cfg.augment.p}")
+    need(cfg.augment.p is None or 0 <= cfg.augment.p <= 1, f"augment.p must be in [0, 1], got {cfg.augment.p}")
     need(cfg.augment.method != "precomputed" or cfg.augment.file is not None,
          "augment.method=precomputed needs augment.file (a jsonl of augmented copies)")
     need(cfg.model.max_length >= 8, f"model.max_length must be >= 8, got {cfg.model.max_length}")
-    q = cfg.qa
-    need(q.max_question_length >= 1 and q.max_answer_length >= 1 and q.n_best >= 1,
-         "qa.max_question_length, qa.max_answer_length and qa.n_best must be >= 1")
-    need(q.doc_stride >= 0, f"qa.doc_stride must be >= 0, got {q.doc_stride}")
-    need(min(q.span_loss_weight, q.answerability_loss_weight, q.null_span_weight, q.null_answerability_weight) >= 0,
-         "qa loss and no-answer weights must be >= 0")
-    need(q.span_loss_weight + q.answerability_loss_weight > 0,
-         "qa.span_loss_weight + qa.answerability_loss_weight must be > 0")
-    need(q.tsa_num_classes >= 2, f"qa.tsa_num_classes must be >= 2, got {q.tsa_num_classes}")
-    need(q.test_articles >= 1 and q.labeled_articles >= 1 and q.dev_articles >= 0,
-         "qa.test_articles and qa.labeled_articles must be >= 1, qa.dev_articles >= 0")
     c = cfg.checkpoint
     need(c.every_steps is None or c.every_steps >= 1, f"checkpoint.every_steps must be >= 1 or None, got {c.every_steps}")
     need(c.keep_top_k >= 1, f"checkpoint.keep_top_k must be >= 1, got {c.keep_top_k}")
@@ -421,6 +398,10 @@ def validate(cfg: Config) -> None:
          f"train.max_nonfinite_steps must be >= 1 or None, got {t.max_nonfinite_steps}")
     need(not (c.resume and cfg.overwrite), "--checkpoint.resume and --overwrite contradict each other: choose one")
     need(not c.resume or cfg.output_dir is not None, "--checkpoint.resume needs --output_dir (the run folder to continue)")
+    for f in dataclasses.fields(cfg):  # a task's own sections check themselves
+        check = getattr(getattr(cfg, f.name), "validate", None)
+        if callable(check):
+            check()
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -447,17 +428,24 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-def help_text() -> str:
+def help_text(cls: type = Config) -> str:
     lines = ["Options (each also a YAML key; dotted keys are nested sections):", ""]
-    for key, tp, default, help in iter_fields():
+    for key, tp, default, help in iter_fields(cls):
         lines.append(f"  --{key} {_type_name(tp)}   (default: {default!r})")
         lines.append(f"      {help}")
     return "\n".join(lines)
 
 
 def parse_cli(argv: list[str]) -> tuple[Optional[str], Optional[str], dict, bool]:
-    """Parse ``--task T --config F --a.b value ...``; returns (task, config_file, overrides, help)."""
+    """Parse ``--task T --config F --a.b value ...``; returns (task, config_file, overrides, help).
+
+    An option no registered task knows is an error here; one that another task knows, when
+    build_config loads this task's config."""
+    from uda.task import registered_tasks, task_spec
+
     valid = {k for k, *_ in iter_fields()}
+    for name in registered_tasks():
+        valid |= {k for k, *_ in iter_fields(config_class(task_spec(name).config_sections))}
     task = config_file = None
     overrides: dict = {}
     i = 0

@@ -1,8 +1,10 @@
-"""The training loop: one function you can read top to bottom.
+"""Training, as the best recipes split it: ``setup`` (run folder, data, model, optimizer, resume),
+``fit`` (the loop, one function you read top to bottom), ``finish`` (select on dev, test once, save).
 
-forward (labelled) -> TSA-masked supervised loss -> forward (original view, no graph) ->
-forward (augmented view) -> consistency loss -> non-finite guard -> backward -> clip -> step ->
-log -> eval -> checkpoint.
+The loop: labelled and unlabelled batches -> ``uda_step`` (forward on the labelled batch, TSA-masked
+supervised loss, forward on the original view without a graph, forward on the augmented view,
+consistency loss, total; ``uda/step.py``) -> non-finite guard -> backward -> clip -> step -> log ->
+eval -> checkpoint. The caller gives ``train`` its task (``tasks/cli.py`` makes it from ``--task``).
 
 The run folder holds config.yaml, data_info.json, metrics.jsonl, tensorboard/ and checkpoints/
 (see ``uda/checkpoint.py``), and once the run has finished model/ and results.json. A run that
@@ -20,6 +22,7 @@ import os
 import shutil
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -29,7 +32,9 @@ import yaml
 
 from uda import checkpoint
 from uda.config import Config, ConfigError, save_config
-from uda.losses import class_prediction_stats, consistency_loss, ramp, total_loss, tsa_supervised_loss, tsa_threshold
+from uda.io import atomic_write_json, atomic_write_text
+from uda.losses import ramp, tsa_threshold
+from uda.step import StepOutput, ratios_from_counts, uda_step
 
 # What a run writes into its folder (what --overwrite deletes), besides predictions_*.jsonl.
 RUN_FILES = ("config.yaml", "data_info.json", "labeled_ids.txt", "dev_ids.txt", "metrics.jsonl", "results.json",
@@ -97,9 +102,7 @@ class MetricsLogger:
             return
         if keep_lines is not None and self.path.exists():
             kept = self.path.read_text(encoding="utf-8").splitlines(keepends=True)[:keep_lines]
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_text("".join(kept), encoding="utf-8")
-            os.replace(tmp, self.path)
+            atomic_write_text(self.path, "".join(kept))
         if self.path.exists():
             self.lines = len(self.path.read_text(encoding="utf-8").splitlines())
         if tensorboard:
@@ -241,51 +244,70 @@ def write_ids(run_dir: Path, data: Any) -> None:
     baseline, a fully supervised run) can be trained and selected on exactly the same examples."""
     for name, rows in (("labeled_ids.txt", data.train), ("dev_ids.txt", data.dev)):
         ids = [str(r.get("id")) if isinstance(r, dict) else str(getattr(r, "id", "")) for r in rows]
-        (run_dir / name).write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
+        atomic_write_text(run_dir / name, "".join(f"{i}\n" for i in ids), fsync=False)
 
 
-def target_accuracy(ori_logits: torch.Tensor, mask: torch.Tensor, hidden: Optional[torch.Tensor]) -> dict:
-    """Counts behind unsup/target_accuracy (the original view's argmax against labels training never
-    reads) and unsup/confident_target_accuracy (the same over the examples the confidence mask keeps).
-    Counts, not ratios, so that a logging window averages over examples (see ratios_from_counts)."""
-    if hidden is None:
-        return {}
-    known = hidden >= 0
-    right = (ori_logits.argmax(-1).cpu() == hidden) & known
-    kept = mask.detach().cpu() > 0
-    return {"unsup/_target_right": float(right.sum()), "unsup/_target_n": float(known.sum()),
-            "unsup/_confident_right": float((right & kept).sum()), "unsup/_confident_n": float((known & kept).sum())}
+@dataclass
+class LoopState:
+    """Everything of the loop that a checkpoint restores (besides weights, optimizer and streams)."""
+
+    step: int = 0
+    dev_history: list = field(default_factory=list)
+    skipped: int = 0  # steps skipped for a non-finite loss
+    bad_run: int = 0  # ... in a row
+    window: dict = field(default_factory=dict)  # sums of the logged scalars since the last log line
+    window_steps: int = 0
+    window_examples: int = 0
+    drawn: dict = field(default_factory=lambda: {"labeled": 0, "unlabeled": 0})  # examples this process trained on
+    train_seconds_before: float = 0.0  # training time of the runs this one continues
+    resumed_at: list = field(default_factory=list)
+    # running mean of the predicted class distribution on unlabelled batches (distribution alignment)
+    class_ema: Optional[torch.Tensor] = None
 
 
-def ratios_from_counts(scalars: dict) -> dict:
-    """Turn the window's mean counts of target_accuracy into the two accuracies (absent: nothing)."""
-    out = {k: v for k, v in scalars.items() if not k.startswith("unsup/_")}
-    for name, right, n in (("unsup/target_accuracy", "unsup/_target_right", "unsup/_target_n"),
-                           ("unsup/confident_target_accuracy", "unsup/_confident_right", "unsup/_confident_n")):
-        if scalars.get(n, 0) > 0:
-            out[name] = scalars[right] / scalars[n]
-    return out
+@dataclass
+class Run:
+    """What setup builds and the loop and finish use."""
+
+    cfg: Config
+    task: Any
+    accelerator: Any
+    model: torch.nn.Module  # as prepared by accelerate (DDP-wrapped on several processes)
+    unwrapped: torch.nn.Module  # the same parameters; evaluation and saving use it
+    optimizer: Any
+    scheduler: Any
+    data: Any
+    labeled: BatchStream
+    unlabeled: Optional[BatchStream]
+    logger: MetricsLogger
+    run_dir: Path
+    select_metric: str
+    state: LoopState
+    t_start: float
+    restore_rng: Optional[dict] = None  # this process's RNG and task state, restored just before the loop
+
+    @property
+    def ckpt_root(self) -> Path:
+        return self.run_dir / "checkpoints"
 
 
-def train(cfg: Config, task: Optional[Any] = None) -> dict:
+def train(cfg: Config, task: Any) -> dict:
+    """Train ``task`` with ``cfg``: setup, the loop, finish. Returns what results.json holds."""
+    run = setup(cfg, task)
+    fit(run)
+    return finish(run)
+
+
+# ----------------------------------------------------------------------------- setup
+
+def _unknown_select_metric(cfg: Config, select_metric: str, choices: Any) -> ConfigError:
+    return ConfigError(f"--eval.select_metric '{select_metric}' is not a dev metric of task '{cfg.task}'; "
+                       f"choose one of: {', '.join(choices)}")
+
+
+def _accelerator(cfg: Config) -> Any:
     from accelerate import Accelerator
-    from accelerate.utils import gather_object, set_seed
-    from tqdm.auto import tqdm
-    from transformers import get_linear_schedule_with_warmup
 
-    from tasks import get_task
-
-    task = task if task is not None else get_task(cfg.task)
-    select_metric = cfg.eval.select_metric or task.main_metric
-
-    def unknown_select_metric(choices: Any) -> ConfigError:
-        return ConfigError(f"--eval.select_metric '{select_metric}' is not a dev metric of task '{cfg.task}'; "
-                           f"choose one of: {', '.join(choices)}")
-
-    known = getattr(task, "selectable_metrics", None)  # checked now; a task without the list, at the first eval
-    if known is not None and select_metric not in known:
-        raise unknown_select_metric(known)
-    t_start = time.time()
     launched = int(os.environ.get("WORLD_SIZE", "1"))  # processes started by torchrun / accelerate launch
     # On a machine without a GPU, accelerate leaves each launched process on its own (all of them then
     # write the same run folder) unless it is told to join them over gloo on the CPU.
@@ -297,10 +319,25 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
     if cfg.train.mixed_precision == "fp16" and accelerator.device.type == "cpu":
         raise ConfigError("train.mixed_precision=fp16 needs a GPU (on the CPU accelerate would silently train in "
                           "float32); use --train.mixed_precision bf16 on the CPU")
+    return accelerator
+
+
+def setup(cfg: Config, task: Any) -> Run:
+    """Run folder, data, model, optimizer and scheduler, batch streams, and (when continuing a run)
+    everything its latest checkpoint holds."""
+    from accelerate.utils import set_seed
+    from tqdm.auto import tqdm
+    from transformers import get_linear_schedule_with_warmup
+
+    select_metric = cfg.eval.select_metric or task.main_metric
+    known = getattr(task, "selectable_metrics", None)  # checked now; a task without the list, at the first eval
+    if known is not None and select_metric not in known:
+        raise _unknown_select_metric(cfg, select_metric, known)
+    t_start = time.time()
+    accelerator = _accelerator(cfg)
     main = accelerator.is_main_process
     run_dir, resume_from = prepare_run_dir(cfg)
     accelerator.wait_for_everyone()  # every process has looked at the folder before the main one changes it
-    ckpt_root = run_dir / "checkpoints"
     if main:
         if resume_from is None:  # --overwrite, or what an attempt that never trained left behind
             clear_run_files(run_dir)
@@ -311,14 +348,12 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
         if resume_from is None or cfg.checkpoint.resume:  # an explicit resume may change options: record them
             save_config(cfg, run_dir / "config.yaml")
 
-    # ---------------------------------------------------------------- data, model, optimizer
     set_seed(cfg.seed)
     data = task.setup(cfg)
     if main:
-        (run_dir / "data_info.json").write_text(json.dumps(data.info, indent=2), encoding="utf-8")
+        atomic_write_json(run_dir / "data_info.json", data.info)
         write_ids(run_dir, data)
-    class_index = getattr(task, "class_logits_index", None)
-    if cfg.uda.distribution_alignment and class_index is None:
+    if cfg.uda.distribution_alignment and getattr(task, "class_logits_index", None) is None:
         raise ConfigError(f"--uda.distribution_alignment needs a task whose consistency distribution is over classes; "
                           f"task '{cfg.task}' has none")
     set_seed(cfg.seed)  # the new head's initialisation does not depend on how much data loading drew
@@ -328,257 +363,269 @@ def train(cfg: Config, task: Optional[Any] = None) -> dict:
     # The scheduler is stepped by hand once per optimizer step (accelerate's wrapper would step it
     # once per process), so warm-up means the same number of steps on 1 or 8 processes.
     model, optimizer = accelerator.prepare(model, optimizer)
-    unwrapped = accelerator.unwrap_model(model)  # same parameters; evaluation and saving use it
 
-    B, r, accum = cfg.train.batch_size, cfg.uda.unsup_ratio, cfg.train.grad_accum_steps
-    use_uda = cfg.uda.lambda_u > 0
+    B, r = cfg.train.batch_size, cfg.uda.unsup_ratio
     rank, world = accelerator.process_index, accelerator.num_processes
     labeled = BatchStream(len(data.train), B, cfg.seed, rank, world)
-    unlabeled = BatchStream(len(data.unlabeled), r * B, cfg.seed + 1, rank, world) if use_uda else None
+    unlabeled = BatchStream(len(data.unlabeled), r * B, cfg.seed + 1, rank, world) if cfg.uda.lambda_u > 0 else None
+    state = LoopState()
+    if cfg.uda.distribution_alignment:  # starts at the labelled prior, so the first weights are 1
+        state.class_ema = task.class_prior.clone().float()
+    run = Run(cfg, task, accelerator, model, accelerator.unwrap_model(model), optimizer, scheduler, data,
+              labeled, unlabeled, None, run_dir, select_metric, state, t_start)  # type: ignore[arg-type]
+    keep_lines = restore(run, resume_from) if resume_from is not None else None
+    run.logger = MetricsLogger(run_dir, cfg.report_to == "tensorboard", main,
+                               resume_step=state.step if resume_from is not None else None, keep_lines=keep_lines)
+    return run
 
-    # ---------------------------------------------------------------- state a checkpoint restores
-    start_step = 0
-    dev_history: list[dict] = []
-    skipped, bad_run = 0, 0  # steps skipped for a non-finite loss: in all, and in a row
-    window: dict[str, float] = {}
-    window_steps, window_examples = 0, 0
-    drawn = {"labeled": 0, "unlabeled": 0}  # examples this process has trained on
-    # running mean of the model's predicted class distribution on unlabelled batches (distribution
-    # alignment); starts at the labelled prior, so the first weights are 1
-    prior = getattr(task, "class_prior", None)
-    class_ema = prior.clone().float() if cfg.uda.distribution_alignment else None
-    seconds_before, resumed_at = 0.0, []
-    mine: Optional[dict] = None  # this process's RNG and task state, restored just before the loop
-    keep_lines: Optional[int] = None  # metrics.jsonl lines logged up to the checkpoint
-    if resume_from is not None:
-        state = checkpoint.load_state(resume_from)
-        checkpoint.load_model_weights(unwrapped, resume_from / checkpoint.MODEL_DIR)
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        if accelerator.scaler is not None and state["scaler"] is not None:
-            accelerator.scaler.load_state_dict(state["scaler"])
-        labeled.load_state_dict(state["streams"]["labeled"])
-        if unlabeled is not None:
-            unlabeled.load_state_dict(state["streams"]["unlabeled"])
-        loop = state["loop"]
-        start_step, dev_history, skipped = state["step"], loop["dev_history"], loop["skipped"]
-        window, window_steps, window_examples = loop["window"], loop["window_steps"], loop["window_examples"]
-        if class_ema is not None:
-            class_ema = torch.tensor(loop["class_ema"], dtype=torch.float32)
-        seconds_before, resumed_at = loop["train_seconds"], loop["resumed_at"] + [state["step"]]
-        processes = state["processes"]
-        if len(processes) != world and main:
-            tqdm.write(f"warning: the checkpoint was written by {len(processes)} processes and this run has {world}; "
-                       f"training continues, but not exactly as an uninterrupted run would")
-        mine = processes[rank % len(processes)]
-        drawn = dict(mine["examples"])
-        keep_lines = state["metrics_lines"]
-        if main:  # checkpoints saved under another --eval.select_metric are re-ranked by this one
-            rescored = checkpoint.rescore(ckpt_root, select_metric,
-                                          {h["step"]: h.get(select_metric) for h in dev_history})
-            if rescored:
-                tqdm.write(f"re-ranked {len(rescored)} checkpoint(s) by dev {select_metric} from the dev history; "
-                           f"checkpoints pruned earlier (keep_top_k) were chosen by the metric of that time")
 
-    logger = MetricsLogger(run_dir, cfg.report_to == "tensorboard", main,
-                           resume_step=start_step if resume_from is not None else None, keep_lines=keep_lines)
+def restore(run: Run, ckpt: Path) -> int:
+    """Load a checkpoint into ``run``; returns the metrics.jsonl line count it recorded."""
+    from tqdm.auto import tqdm
+
+    saved = checkpoint.load_state(ckpt)
+    checkpoint.load_model_weights(run.unwrapped, ckpt / checkpoint.MODEL_DIR)
+    run.optimizer.load_state_dict(saved["optimizer"])
+    run.scheduler.load_state_dict(saved["scheduler"])
+    scaler = run.accelerator.scaler
+    if scaler is not None and saved["scaler"] is not None:
+        scaler.load_state_dict(saved["scaler"])
+    run.labeled.load_state_dict(saved["streams"]["labeled"])
+    if run.unlabeled is not None:
+        run.unlabeled.load_state_dict(saved["streams"]["unlabeled"])
+    loop, st = saved["loop"], run.state
+    st.step, st.dev_history, st.skipped = saved["step"], loop["dev_history"], loop["skipped"]
+    st.window, st.window_steps, st.window_examples = loop["window"], loop["window_steps"], loop["window_examples"]
+    st.train_seconds_before, st.resumed_at = loop["train_seconds"], loop["resumed_at"] + [saved["step"]]
+    if st.class_ema is not None:
+        st.class_ema = torch.tensor(loop["class_ema"], dtype=torch.float32)
+    processes = saved["processes"]
+    world, main = run.accelerator.num_processes, run.accelerator.is_main_process
+    if len(processes) != world and main:
+        tqdm.write(f"warning: the checkpoint was written by {len(processes)} processes and this run has {world}; "
+                   f"training continues, but not exactly as an uninterrupted run would")
+    run.restore_rng = processes[run.accelerator.process_index % len(processes)]
+    st.drawn = dict(run.restore_rng["examples"])
+    if main:  # checkpoints saved under another --eval.select_metric are re-ranked by this one
+        rescored = checkpoint.rescore(run.ckpt_root, run.select_metric,
+                                      {h["step"]: h.get(run.select_metric) for h in st.dev_history})
+        if rescored:
+            tqdm.write(f"re-ranked {len(rescored)} checkpoint(s) by dev {run.select_metric} from the dev history; "
+                       f"checkpoints pruned earlier (keep_top_k) were chosen by the metric of that time")
+    return saved["metrics_lines"]
+
+
+# ----------------------------------------------------------------------------- the loop
+
+def fit(run: Run) -> None:
+    """The training loop, from the step the run is at to train.max_steps."""
+    from tqdm.auto import tqdm
+
+    cfg, task, accelerator, model, st = run.cfg, run.task, run.accelerator, run.model, run.state
+    B, r, accum, world = cfg.train.batch_size, cfg.uda.unsup_ratio, cfg.train.grad_accum_steps, \
+        accelerator.num_processes
+    use_uda = run.unlabeled is not None
     examples_per_step = (B + (r * B if use_uda else 0)) * accum * world
+    prior = getattr(task, "class_prior", None)
     t_loop = window_t0 = time.time()
-
-    def evaluate_dev(step: int) -> Optional[float]:
-        if not len(data.dev):
-            return None
-        model.eval()
-        metrics = task.evaluate(unwrapped, data.dev, accelerator, cfg.train.eval_batch_size, "dev")
-        model.train()
-        logger.log(step, {f"dev/{k}": float(v) for k, v in metrics.items()})
-        dev_history.append({"step": step, **metrics})
-        if main and metrics.get("accuracy", 0) - metrics.get("macro_f1", 1) > 0.1:
-            tqdm.write(f"warning: step {step}: dev macro-F1 {metrics['macro_f1']:.3f} is far below accuracy "
-                       f"{metrics['accuracy']:.3f}: the model predicts some classes for almost every example "
-                       f"(see unsup/max_class_share)")
-        if select_metric not in metrics:
-            raise unknown_select_metric(sorted(metrics))
-        return float(metrics[select_metric])
-
-    def save_checkpoint(step: int, metric: Optional[float]) -> None:
-        # every process hands in its own RNG and augmentation state; only the main one writes
-        local = {"rng": checkpoint.rng_state(), "task": task.state_dict(), "examples": dict(drawn)}
-        processes = gather_object([local]) if world > 1 else [local]
-        if not main:
-            return
-        state = {
-            "step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-            "scaler": accelerator.scaler.state_dict() if accelerator.scaler is not None else None,
-            "streams": {"labeled": labeled.state_dict(),
-                        "unlabeled": unlabeled.state_dict() if unlabeled is not None else None},
-            "processes": processes,
-            "loop": {"dev_history": dev_history, "skipped": skipped, "window": window, "window_steps": window_steps,
-                     "window_examples": window_examples, "train_seconds": seconds_before + time.time() - t_loop,
-                     "resumed_at": resumed_at,
-                     "class_ema": class_ema.tolist() if class_ema is not None else None},
-            "metrics_lines": logger.lines,
-        }
-        checkpoint.save(ckpt_root, step, metric, cfg.checkpoint.keep_top_k, lambda d: task.save(unwrapped, d), state,
-                        metric_name=select_metric)
-        best = checkpoint.best(ckpt_root)
-        if metric is not None and best is not None:
-            tqdm.write(f"step {step}: dev {select_metric} {metric:.4f} "
-                       f"(best {best.metric:.4f} at step {best.step})")
-
     model.train()
-    bar = tqdm(total=cfg.train.max_steps, initial=start_step, disable=not main, desc="train", dynamic_ncols=True)
-    if mine is not None:  # last, so that nothing between here and the first step draws from the RNGs
-        task.load_state_dict(mine["task"])
-        checkpoint.set_rng_state(mine["rng"])
-    for step in range(start_step, cfg.train.max_steps):
+    bar = tqdm(total=cfg.train.max_steps, initial=st.step, disable=not accelerator.is_main_process, desc="train",
+               dynamic_ncols=True)
+    if run.restore_rng is not None:  # last, so that nothing between here and the first step draws from the RNGs
+        task.load_state_dict(run.restore_rng["task"])
+        checkpoint.set_rng_state(run.restore_rng["rng"])
+    for step in range(st.step, cfg.train.max_steps):
         threshold = tsa_threshold(cfg.uda.tsa, step / cfg.train.max_steps, task.tsa_num_classes)
         lambda_u = cfg.uda.lambda_u * ramp(step, cfg.uda.lambda_u_ramp_steps)
-        alignment = (prior / class_ema).to(accelerator.device) if class_ema is not None else None
-        step_ok, step_stats, batch_means = True, {}, []
+        alignment = (prior / st.class_ema).to(accelerator.device) if st.class_ema is not None else None
+        step_ok, step_stats, class_means = True, {}, []
         for micro in range(accum):
             # gradients are synchronised across processes only on the last micro-batch
-            sync = nullcontext() if micro == accum - 1 else accelerator.no_sync(model)
-            with sync:
-                idx_l = next(labeled)
-                batch_l = _to(task.collate_labeled([data.train[i] for i in idx_l]), accelerator.device)
-                drawn["labeled"] += len(idx_l)
-                sup = task.supervised(model, batch_l)
-                sup_loss, sup_mask = tsa_supervised_loss(sup.per_example_loss, sup.gold_prob, threshold)
-                unsup_loss, unsup_mask_ratio = None, None
+            with nullcontext() if micro == accum - 1 else accelerator.no_sync(model):
+                idx_l = next(run.labeled)
+                batch_l = _to(task.collate_labeled([run.data.train[i] for i in idx_l]), accelerator.device)
+                st.drawn["labeled"] += len(idx_l)
+                views, hidden = None, None
                 if use_uda:
-                    idx_u = next(unlabeled)
-                    ori, aug = task.collate_unlabeled([data.unlabeled[i] for i in idx_u])
-                    ori, aug = _to(ori, accelerator.device), _to(aug, accelerator.device)
-                    drawn["unlabeled"] += len(idx_u)
-                    # The original view is a stop-gradient target: no graph is built for it. The model
-                    # stays in train mode (dropout on), as in the reference.
-                    with torch.no_grad():
-                        ori_logits = task.consistency_logits(model, ori)
-                    aug_logits = task.consistency_logits(model, aug)
-                    terms = [consistency_loss(o, a, cfg.uda.temperature, cfg.uda.confidence,
-                                              hard=cfg.uda.target == "hard",
-                                              alignment=alignment if j == class_index else None)
-                             for j, (o, a) in enumerate(zip(ori_logits, aug_logits))]
-                    unsup_loss = torch.stack([t[0] for t in terms]).mean()
-                    unsup_mask_ratio = float(torch.stack([t[1].mean() for t in terms]).mean())
-                loss = total_loss(sup_loss, unsup_loss, lambda_u)
-                if not _finite_everywhere(loss, accelerator):
+                    unl = [run.data.unlabeled[i] for i in next(run.unlabeled)]
+                    ori, aug = task.collate_unlabeled(unl)
+                    views = (_to(ori, accelerator.device), _to(aug, accelerator.device))
+                    st.drawn["unlabeled"] += len(unl)
+                    hidden = task.hidden_labels(unl) if hasattr(task, "hidden_labels") else None
+                out: StepOutput = uda_step(task, model, batch_l, views, threshold=threshold, lambda_u=lambda_u,
+                                           temperature=cfg.uda.temperature, confidence=cfg.uda.confidence,
+                                           hard=cfg.uda.target == "hard", alignment=alignment, hidden_labels=hidden)
+                if not _finite_everywhere(out.loss, accelerator):
                     step_ok = False  # a NaN/inf loss never reaches the weights: the whole step is skipped
                     break
-                accelerator.backward(loss / accum)
-            # window statistics for logging (measured values only)
-            stats = {"sup/loss": sup_loss.item(), "sup/trained_ratio": sup_mask.mean().item(),
-                     "sup/accuracy": sup.correct.mean().item(), "sup/gold_prob": sup.gold_prob.mean().item(),
-                     "train/loss": loss.item()}
-            if use_uda:
-                stats.update({"unsup/loss": unsup_loss.item(), "unsup/mask_ratio": unsup_mask_ratio})
-                if class_index is not None:
-                    o = ori_logits[class_index]
-                    batch_means.append(o.softmax(-1).mean(0))
-                    stats.update({f"unsup/{k}": v for k, v in class_prediction_stats(o).items()})
-                    stats.update(target_accuracy(o, terms[class_index][1],
-                                                 task.hidden_labels([data.unlabeled[i] for i in idx_u])))
-            for k, v in stats.items():
+                accelerator.backward(out.loss / accum)
+            if out.class_mean is not None:
+                class_means.append(out.class_mean)
+            for k, v in out.stats.items():
                 step_stats[k] = step_stats.get(k, 0.0) + v / accum
         if step_ok and cfg.train.max_grad_norm is not None:
             grad_norm = float(accelerator.clip_grad_norm_(model.parameters(), cfg.train.max_grad_norm))
             step_stats["train/grad_norm"] = grad_norm
             # an overflow in the backward pass (fp16's grad scaler skips such steps by itself)
             step_ok = math.isfinite(grad_norm) or accelerator.scaler is not None
-        if step_ok and class_ema is not None:
-            mean = torch.stack(batch_means).mean(0).float()
-            if world > 1:
-                mean = accelerator.reduce(mean.to(accelerator.device), reduction="mean")
-            m = cfg.uda.alignment_momentum
-            class_ema = m * class_ema + (1 - m) * mean.cpu()
+        if step_ok and st.class_ema is not None:
+            st.class_ema = _updated_class_ema(st.class_ema, class_means, cfg.uda.alignment_momentum, accelerator)
         if step_ok:
-            optimizer.step()
+            run.optimizer.step()
             if not accelerator.optimizer_step_was_skipped:
-                scheduler.step()
-            bad_run = 0
+                run.scheduler.step()
+            st.bad_run = 0
             for k, v in step_stats.items():
-                window[k] = window.get(k, 0.0) + v
-            window_steps += 1
-            window_examples += examples_per_step
+                st.window[k] = st.window.get(k, 0.0) + v
+            st.window_steps += 1
+            st.window_examples += examples_per_step
         else:
-            skipped, bad_run = skipped + 1, bad_run + 1
-        optimizer.zero_grad(set_to_none=True)
-        done = step + 1
-        if cfg.train.max_nonfinite_steps is not None and bad_run >= cfg.train.max_nonfinite_steps:
-            last = checkpoint.latest(ckpt_root)
-            kept = f"the last good checkpoint is '{last.path}' (step {last.step})" if last else \
-                "no checkpoint had been written yet"
+            st.skipped, st.bad_run = st.skipped + 1, st.bad_run + 1
+        run.optimizer.zero_grad(set_to_none=True)
+        done = st.step = step + 1
+        if cfg.train.max_nonfinite_steps is not None and st.bad_run >= cfg.train.max_nonfinite_steps:
             bar.close()
-            raise NonFiniteLossError(
-                f"the loss (or gradient norm) was NaN/inf for {bad_run} steps in a row (steps {done - bad_run + 1}-"
-                f"{done}), so training stopped; {kept}. Lower --train.lr, prefer bf16 to fp16, check the data, "
-                f"or raise --train.max_nonfinite_steps")
+            raise _nonfinite_error(run, done)
 
         if done % cfg.train.log_every == 0 or done == cfg.train.max_steps:
             elapsed = max(time.time() - window_t0, 1e-9)
-            scalars = _mean_over_processes({k: v / max(window_steps, 1) for k, v in window.items()}, accelerator)
+            scalars = _mean_over_processes({k: v / max(st.window_steps, 1) for k, v in st.window.items()},
+                                           accelerator)
             scalars = ratios_from_counts(scalars)
-            scalars.update({"sup/tsa_threshold": threshold, "train/lr": scheduler.get_last_lr()[0],
+            scalars.update({"sup/tsa_threshold": threshold, "train/lr": run.scheduler.get_last_lr()[0],
                             **({"unsup/lambda_u": lambda_u} if use_uda else {}),
-                            "train/nonfinite_skipped": skipped,
-                            "train/examples_per_sec": window_examples / elapsed,
-                            "train/steps_per_sec": window_steps / elapsed})
-            logger.log(done, scalars)
+                            "train/nonfinite_skipped": st.skipped,
+                            "train/examples_per_sec": st.window_examples / elapsed,
+                            "train/steps_per_sec": st.window_steps / elapsed})
+            run.logger.log(done, scalars)
             bar.set_postfix({name: f"{scalars[k]:.4f}" for name, k in
                              (("loss", "train/loss"), ("sup", "sup/loss"), ("unsup", "unsup/loss")) if k in scalars})
-            window, window_steps, window_examples, window_t0 = {}, 0, 0, time.time()
+            st.window, st.window_steps, st.window_examples, window_t0 = {}, 0, 0, time.time()
         bar.update(1)
         at_eval = done % cfg.train.eval_every == 0 or done == cfg.train.max_steps
         t_pause = time.time()
-        metric = evaluate_dev(done) if at_eval else None
+        metric = evaluate_dev(run, done) if at_eval else None
         every = cfg.checkpoint.every_steps
-        if (at_eval or (every is not None and done % every == 0)) and bad_run == 0:
-            save_checkpoint(done, metric)  # never during a run of skipped steps: the last good one stays latest
+        if (at_eval or (every is not None and done % every == 0)) and st.bad_run == 0:
+            # never during a run of skipped steps: the last good one stays latest
+            save_checkpoint(run, done, metric, st.train_seconds_before + time.time() - t_loop)
         window_t0 += time.time() - t_pause  # evaluation and checkpoint time is not training throughput
     bar.close()
-    train_seconds = seconds_before + time.time() - t_loop
+    st.train_seconds_before += time.time() - t_loop  # now the training time of the whole run
 
-    # ---------------------------------------------------------------- select, test once, save
-    accelerator.wait_for_everyone()  # the main process has written the last checkpoint
-    best = checkpoint.best(ckpt_root)
+
+def _updated_class_ema(ema: torch.Tensor, class_means: list, momentum: float, accelerator: Any) -> torch.Tensor:
+    """The running mean of the predicted class distribution, with this step's batches (all processes)."""
+    mean = torch.stack(class_means).mean(0).float()
+    if accelerator.num_processes > 1:
+        mean = accelerator.reduce(mean.to(accelerator.device), reduction="mean")
+    return momentum * ema + (1 - momentum) * mean.cpu()
+
+
+def _nonfinite_error(run: Run, done: int) -> NonFiniteLossError:
+    last = checkpoint.latest(run.ckpt_root)
+    kept = f"the last good checkpoint is '{last.path}' (step {last.step})" if last else \
+        "no checkpoint had been written yet"
+    bad = run.state.bad_run
+    return NonFiniteLossError(
+        f"the loss (or gradient norm) was NaN/inf for {bad} steps in a row (steps {done - bad + 1}-"
+        f"{done}), so training stopped; {kept}. Lower --train.lr, prefer bf16 to fp16, check the data, "
+        f"or raise --train.max_nonfinite_steps")
+
+
+def evaluate_dev(run: Run, step: int) -> Optional[float]:
+    """Dev metrics, logged and kept in the dev history; returns the selection metric's value."""
+    from tqdm.auto import tqdm
+
+    if not len(run.data.dev):
+        return None
+    run.model.eval()
+    metrics = run.task.evaluate(run.unwrapped, run.data.dev, run.accelerator, run.cfg.train.eval_batch_size, "dev")
+    run.model.train()
+    run.logger.log(step, {f"dev/{k}": float(v) for k, v in metrics.items()})
+    run.state.dev_history.append({"step": step, **metrics})
+    if run.accelerator.is_main_process and metrics.get("accuracy", 0) - metrics.get("macro_f1", 1) > 0.1:
+        tqdm.write(f"warning: step {step}: dev macro-F1 {metrics['macro_f1']:.3f} is far below accuracy "
+                   f"{metrics['accuracy']:.3f}: the model predicts some classes for almost every example "
+                   f"(see unsup/max_class_share)")
+    if run.select_metric not in metrics:
+        raise _unknown_select_metric(run.cfg, run.select_metric, sorted(metrics))
+    return float(metrics[run.select_metric])
+
+
+def save_checkpoint(run: Run, step: int, metric: Optional[float], train_seconds: float) -> None:
+    """Every process hands in its own RNG and augmentation state; only the main one writes."""
+    from accelerate.utils import gather_object
+    from tqdm.auto import tqdm
+
+    acc, st = run.accelerator, run.state
+    local = {"rng": checkpoint.rng_state(), "task": run.task.state_dict(), "examples": dict(st.drawn)}
+    processes = gather_object([local]) if acc.num_processes > 1 else [local]
+    if not acc.is_main_process:
+        return
+    state = {
+        "step": step, "optimizer": run.optimizer.state_dict(), "scheduler": run.scheduler.state_dict(),
+        "scaler": acc.scaler.state_dict() if acc.scaler is not None else None,
+        "streams": {"labeled": run.labeled.state_dict(),
+                    "unlabeled": run.unlabeled.state_dict() if run.unlabeled is not None else None},
+        "processes": processes,
+        "loop": {"dev_history": st.dev_history, "skipped": st.skipped, "window": st.window,
+                 "window_steps": st.window_steps, "window_examples": st.window_examples,
+                 "train_seconds": train_seconds, "resumed_at": st.resumed_at,
+                 "class_ema": st.class_ema.tolist() if st.class_ema is not None else None},
+        "metrics_lines": run.logger.lines,
+    }
+    checkpoint.save(run.ckpt_root, step, metric, run.cfg.checkpoint.keep_top_k,
+                    lambda d: run.task.save(run.unwrapped, d), state, metric_name=run.select_metric)
+    best = checkpoint.best(run.ckpt_root)
+    if metric is not None and best is not None:
+        tqdm.write(f"step {step}: dev {run.select_metric} {metric:.4f} (best {best.metric:.4f} at step {best.step})")
+
+
+# ----------------------------------------------------------------------------- finish
+
+def finish(run: Run) -> dict:
+    """Load the model selected on dev, evaluate the test set once, save the model and results.json."""
+    from accelerate.utils import gather_object
+    from tqdm.auto import tqdm
+
+    cfg, acc, st = run.cfg, run.accelerator, run.state
+    acc.wait_for_everyone()  # the main process has written the last checkpoint
+    best = checkpoint.best(run.ckpt_root)
     if best is not None:
-        checkpoint.load_model_weights(unwrapped, best.path / checkpoint.MODEL_DIR)
+        checkpoint.load_model_weights(run.unwrapped, best.path / checkpoint.MODEL_DIR)
     selected = {"step": best.step if best is not None else cfg.train.max_steps,
-                "by": f"dev/{select_metric}" if best is not None else "last step (no dev split)"}
+                "by": f"dev/{run.select_metric}" if best is not None else "last step (no dev split)"}
     test_metrics: dict = {}
-    if cfg.eval.test and len(data.test):
-        model.eval()
-        test_metrics = task.evaluate(unwrapped, data.test, accelerator, cfg.train.eval_batch_size, "test",
-                                     out_dir=run_dir)
-        logger.log(selected["step"], {f"test/{k}": float(v) for k, v in test_metrics.items()})
-    local = {"rank": rank, "device": str(accelerator.device), "pid": os.getpid(), "examples": drawn}
-    processes = gather_object([local]) if world > 1 else [local]
+    if cfg.eval.test and len(run.data.test):
+        run.model.eval()
+        test_metrics = run.task.evaluate(run.unwrapped, run.data.test, acc, cfg.train.eval_batch_size, "test",
+                                         out_dir=run.run_dir)
+        run.logger.log(selected["step"], {f"test/{k}": float(v) for k, v in test_metrics.items()})
+    local = {"rank": acc.process_index, "device": str(acc.device), "pid": os.getpid(), "examples": st.drawn}
+    processes = gather_object([local]) if acc.num_processes > 1 else [local]
     results = {
         "task": cfg.task,
         "selected_model": selected,
-        "dev_best": next((h for h in dev_history if best is not None and h["step"] == best.step), None),
-        "dev_history": dev_history,
+        "dev_best": next((h for h in st.dev_history if best is not None and h["step"] == best.step), None),
+        "dev_history": st.dev_history,
         "test": test_metrics,
-        "train_seconds": round(train_seconds, 1),
-        "total_seconds": round(time.time() - t_start, 1),
-        "num_processes": world,
+        "train_seconds": round(st.train_seconds_before, 1),
+        "total_seconds": round(time.time() - run.t_start, 1),
+        "num_processes": acc.num_processes,
         "processes": processes,
         "mixed_precision": cfg.train.mixed_precision,
-        "nonfinite_skipped_steps": skipped,
-        "resumed_at_steps": resumed_at,
-        "data": data.info,
+        "nonfinite_skipped_steps": st.skipped,
+        "resumed_at_steps": st.resumed_at,
+        "data": run.data.info,
     }
-    if main:
-        task.save(unwrapped, run_dir / "model")
-        # results.json marks the run finished, so it appears whole or not at all
-        tmp = run_dir / "results.json.tmp"
-        tmp.write_text(json.dumps(results, indent=2), encoding="utf-8")
-        os.replace(tmp, run_dir / "results.json")
+    if acc.is_main_process:
+        run.task.save(run.unwrapped, run.run_dir / "model")
+        atomic_write_json(run.run_dir / "results.json", results)  # marks the run finished: whole or not at all
         if test_metrics:
             tqdm.write(f"test ({selected['by']}, step {selected['step']}): "
                        + ", ".join(f"{k} {v:.4f}" for k, v in test_metrics.items() if isinstance(v, float)))
-        tqdm.write(f"run folder: {run_dir}")
-    logger.close()
-    accelerator.wait_for_everyone()
+        tqdm.write(f"run folder: {run.run_dir}")
+    run.logger.close()
+    acc.wait_for_everyone()
     return results

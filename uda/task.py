@@ -1,6 +1,7 @@
-"""The Task protocol: everything the training loop needs to know about a task, and nothing more.
+"""The Task protocol, its data types, and the task registry.
 
-The loop in ``uda/train.py`` knows nothing about IMDB or SQuAD. A task says how to load its data,
+Everything the training loop needs to know about a task, and nothing more: the loop in
+``uda/train.py`` knows nothing about IMDB or SQuAD, and is given its task by its caller. A task says how to load its data,
 build its model, collate batches, compute the per-example supervised loss and the probability of
 the gold answer (for TSA), produce the logits that the consistency loss compares, and evaluate.
 It is a protocol (structural typing), not a base class to inherit from.
@@ -9,7 +10,7 @@ It is a protocol (structural typing), not a base class to inherit from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 import torch
 
@@ -37,6 +38,10 @@ class Task(Protocol):
     main_metric: str  # dev metric used for model selection; higher is better
     selectable_metrics: tuple[str, ...]  # dev metrics --eval.select_metric may name (checked before training)
     tsa_num_classes: int  # K in the TSA threshold alpha * (1 - 1/K) + 1/K (set by setup)
+    # Optional: ``class_logits_index`` (the index in consistency_logits() of a distribution over the
+    # task's classes, for distribution alignment and the class-spread diagnostics), ``class_prior``
+    # ((K,) labelled class prior) and ``hidden_labels(examples)`` (labels unlabelled examples carry
+    # but training never reads, for unsup/target_accuracy).
 
     def setup(self, cfg: Any) -> TaskData:
         """Load and validate data, build the tokenizer and the augmenter."""
@@ -77,3 +82,36 @@ class Task(Protocol):
 
     def load_state_dict(self, state: dict) -> None:
         ...
+
+
+# ----------------------------------------------------------------------------- registry
+
+@dataclass
+class TaskSpec:
+    factory: Callable[[], Task]  # a new, not yet set up task
+    config_sections: dict = field(default_factory=dict)  # section name -> the task's config dataclass
+
+
+_TASKS: dict[str, TaskSpec] = {}
+
+
+def register_task(name: str, factory: Callable[[], Task], config_sections: Optional[dict] = None) -> None:
+    """Make a task available by name (``--task NAME``); its defaults are the shipped configs/NAME.yaml."""
+    _TASKS[name] = TaskSpec(factory, dict(config_sections or {}))
+
+
+def registered_tasks() -> list[str]:
+    return sorted(_TASKS)
+
+
+def task_spec(name: str) -> TaskSpec:
+    from uda.config import ConfigError
+
+    if name not in _TASKS:
+        known = ", ".join(registered_tasks()) or "none registered: import the package that defines them (tasks)"
+        raise ConfigError(f"unknown task '{name}': choose one of {known}")
+    return _TASKS[name]
+
+
+def get_task(name: str) -> Task:
+    return task_spec(name).factory()

@@ -1,0 +1,102 @@
+"""The commands ``uda-train`` and ``uda-augment``: the composition root of the project.
+
+``uda/`` (the core) and ``augment/`` know no task; this module, at the top of the dependency graph,
+parses options, builds the config of the task named by ``--task``, makes the task and hands it to
+the training loop (or to the augmentation pipeline, for a task's unlabelled pool). Bad input ends
+the command with an ``error:`` line and exit status 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import tasks  # noqa: F401 (registers the built-in tasks)
+
+TRAIN_USAGE = """Train a model with UDA consistency training.
+
+    uda-train --task imdb [--config FILE] [--train.lr 3e-5 --uda.tsa exp ...]
+
+Every option is listed below. Precedence: defaults < configs/<task>.yaml (shipped) < --config FILE (a
+path, or a shipped recipe such as recipes/imdb_cpu.yaml) < command-line options.
+"""
+
+
+def train_main(argv: Optional[list[str]] = None) -> int:
+    from uda.checkpoint import CheckpointError
+    from uda.config import ConfigError, build_config, config_class, help_text, parse_cli
+    from uda.data import DataError
+    from uda.hub import OfflineError
+    from uda.task import get_task, registered_tasks, task_spec
+
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        task, config_file, overrides, want_help = parse_cli(argv)
+        if want_help:
+            name = task or "imdb"
+            print(TRAIN_USAGE)
+            print(f"Tasks: {', '.join(registered_tasks())}. Options of task '{name}' "
+                  f"(--task NAME --help lists another task's):\n")
+            print(help_text(config_class(task_spec(name).config_sections)))
+            return 0
+        cfg = build_config(task, config_file, overrides)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+    from uda.train import NonFiniteLossError, train
+
+    try:
+        train(cfg, get_task(cfg.task))
+    except (ConfigError, DataError, OfflineError, CheckpointError, NonFiniteLossError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def unlabeled_pool(task: str, config_file: Optional[str] = None,
+                   overrides: Optional[dict] = None) -> tuple[list[tuple[str, str]], dict]:
+    """The unlabelled pool exactly as ``uda-train`` builds it for ``task``/``config_file``/``overrides``
+    (dotted keys such as ``{"data.path": ...}``), as (id, text) pairs: the texts a precomputed file
+    must cover. Text classification tasks only (a QA pool's questions come from ``--input``)."""
+    from tasks.text_config import TextDataConfig
+    from tasks.text_data import load_text_classification
+    from uda.config import ConfigError, build_config
+
+    cfg = build_config(task, config_file, overrides or {})
+    if not isinstance(cfg.data, TextDataConfig):
+        raise ConfigError(f"uda-augment --task {cfg.task}: only text classification pools can be built here; "
+                          f"give the texts with --input")
+    data = load_text_classification(cfg.data, cfg.seed)
+    return [(str(r["id"]), r["text"]) for r in data.unlabeled], {"task": cfg.task, **data.info}
+
+
+def augment_main(argv: Optional[list[str]] = None) -> int:
+    from pathlib import Path
+
+    from augment.cli import build_parser, run
+    from uda.config import ConfigError
+    from uda.data import DataError
+
+    ap = build_parser()
+    pool = ap.add_argument_group("a task's unlabelled pool (when no --input)")
+    pool.add_argument("--task", default="imdb", help="task whose unlabelled pool is augmented when no --input "
+                                                      "(default: imdb)")
+    pool.add_argument("--config", default=None, help="config file for the pool (as uda-train --config)")
+    pool.add_argument("--data_path", default=None, help="data folder or file for the pool (sets data.path; "
+                                                        "default: the config's or $UDA_DATA_PATH)")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    overrides = {}
+    if args.input and len(args.input) == 1 and Path(args.input[0]).is_dir():
+        overrides["data.path"], args.input = args.input[0], None
+    elif args.data_path:
+        overrides["data.path"] = args.data_path
+    if args.input:
+        return run(args)
+    try:
+        rows, info = unlabeled_pool(args.task, args.config, overrides)
+    except (ConfigError, DataError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return run(args, rows, input_name=f"{info['task']}-unlabeled",
+               source=f"unlabelled pool of task {info['task']} (config {args.config}, overrides {overrides})")

@@ -1,0 +1,55 @@
+"""Config section of the SQuAD 2.0 task (``--qa.*``): windows, loss weights, the no-answer decision
+and the deterministic few-label article split."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from uda.config import ConfigError, _f
+
+
+def _need(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ConfigError(msg)
+
+
+@dataclass
+class QAConfig:
+    """Extractive question answering (task squad_v2); ignored by other tasks."""
+
+    doc_stride: int = _f(128, "Context tokens shared by consecutive windows when a context is longer than "
+                         "model.max_length (the tokenizer's stride, as in transformers' run_qa).")
+    max_question_length: int = _f(64, "Questions are cut to at most this many tokens.")
+    max_answer_length: int = _f(30, "Longest answer span, in tokens, that prediction considers.")
+    n_best: int = _f(20, "Start and end candidates per window, and spans kept per question (n-best list).")
+    span_loss_weight: float = _f(1.0, "Weight of the span loss (mean of the start and end cross-entropies).")
+    answerability_loss_weight: float = _f(1.0, "Weight of the answerability head's cross-entropy.")
+    null_span_weight: float = _f(0.5, "Weight of (null score - best span score) in the no-answer score.")
+    null_answerability_weight: float = _f(
+        0.5, "Weight of the answerability head's no-answer log-odds in the no-answer score.")
+    null_threshold: float = _f(0.0, "Answer '' when the no-answer score is above this (used on dev, and on test "
+                               "when the threshold is not fitted on dev).")
+    fit_threshold_on_dev: bool = _f(True, "Before the test evaluation, fit the threshold that maximises F1 on the dev "
+                                    "split with the selected model and apply it to test.")
+    tsa_num_classes: int = _f(2, "K of the TSA threshold alpha*(1-1/K)+1/K applied to the gold span's probability "
+                              "p(start)*p(end); K=2 starts the threshold at 0.5.")
+    test_articles: int = _f(10, "Held-out test articles: the first ones in sha256(title) order.")
+    dev_articles: int = _f(3, "Dev articles (model selection, threshold fitting): the next ones in that order.")
+    labeled_articles: int = _f(8, "Labelled-pool articles (data.num_labeled questions are drawn from them): the "
+                               "next ones; every remaining article is the unlabelled pool.")
+
+    def validate(self) -> None:
+        _need(self.max_question_length >= 1 and self.max_answer_length >= 1 and self.n_best >= 1,
+              "qa.max_question_length, qa.max_answer_length and qa.n_best must be >= 1")
+        _need(self.doc_stride >= 0, f"qa.doc_stride must be >= 0, got {self.doc_stride}")
+        _need(min(self.span_loss_weight, self.answerability_loss_weight, self.null_span_weight,
+                  self.null_answerability_weight) >= 0,
+              "qa loss and no-answer weights must be >= 0")
+        _need(self.span_loss_weight + self.answerability_loss_weight > 0,
+              "qa.span_loss_weight + qa.answerability_loss_weight must be > 0")
+        _need(self.tsa_num_classes >= 2, f"qa.tsa_num_classes must be >= 2, got {self.tsa_num_classes}")
+        _need(self.test_articles >= 1 and self.labeled_articles >= 1 and self.dev_articles >= 0,
+              "qa.test_articles and qa.labeled_articles must be >= 1, qa.dev_articles >= 0")
+
+
+SECTIONS = {"qa": QAConfig}

@@ -1,0 +1,44 @@
+"""Config sections of the text classification task (IMDB and any K-class text set): its data files
+and columns, and how the classifier reads the encoder. They extend the generic sections, so their
+flags are ``--data.text_column``, ``--model.pooling``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+from uda.config import DataConfig, ModelConfig, _f
+
+
+@dataclass
+class TextDataConfig(DataConfig):
+    """Local data: an official ``aclImdb`` folder, a folder of train/test[/dev][/unsup] files in
+    json/jsonl(.gz)/csv/parquet, or one file used as the training pool."""
+
+    hub_id: Optional[str] = _f("stanfordnlp/imdb", "Hugging Face hub dataset used when no local path is given.")
+    train_file: Optional[str] = _f(None, "Labelled training pool file (overrides the one found in `path`).")
+    test_file: Optional[str] = _f(None, "Test file (overrides the one found in `path`).")
+    dev_file: Optional[str] = _f(None, "Dev file; when absent the dev split is carved from the training pool.")
+    unlabeled_file: Optional[str] = _f(None, "Unlabelled file (overrides the one found in `path`).")
+    text_column: str = _f("text", "Column holding the text.")
+    label_column: str = _f("label", "Column holding the label (int index or label name).")
+    id_column: Optional[str] = _f("id", "Column holding an example id (optional; row numbers are used when absent).")
+    label_names: Optional[list] = _f(None, "Class names in index order (default: read from the data).")
+    id_order_file: Optional[str] = _f(
+        None,
+        "File with one example id per line; the labelled set is then the first num_labeled/K ids of each class in "
+        "this order (the reference UDA order reproduces the paper's 20-label split).",
+    )
+    min_unlabeled_chars: int = _f(500, "Skip texts of the unlabelled file shorter than this (reference: 500).")
+
+
+@dataclass
+class TextModelConfig(ModelConfig):
+    pooling: Literal["cls", "mean"] = _f(
+        "cls", "Text classification: what the classifier reads. 'cls': the model's own sequence-classification head "
+        "(BERT: the pooler on the first token); 'mean': the mean of the last hidden states over the tokens, as "
+        "sentence encoders such as all-MiniLM-L6-v2 were trained (load the saved model with "
+        "tasks.text_model.load_text_classifier).")
+
+
+SECTIONS = {"data": TextDataConfig, "model": TextModelConfig}

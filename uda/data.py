@@ -1,0 +1,206 @@
+"""Data reading every task shares: tables from local files, and the error bad data raises.
+
+``read_table`` reads json, jsonl, csv and tsv (each optionally gzipped) and parquet into rows
+``{"id", "text", "label"}``; every problem raises :class:`DataError` with a message that names the
+file, row or option and says what to do. Task-specific loading (which rows are labelled, dev, test,
+unlabelled) lives with each task.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from uda.io import BadLine, iter_jsonl
+
+
+class DataError(ValueError):
+    """bad data; message names the file/row/option and says what to do"""
+
+
+
+SUPPORTED_EXTENSIONS = (
+    ".jsonl", ".jsonl.gz", ".json", ".json.gz", ".csv", ".csv.gz", ".tsv", ".tsv.gz", ".parquet",
+)
+
+def resolve_data_path(cfg: Any) -> Optional[str]:
+    """``cfg.path``, else the ``UDA_DATA_PATH`` environment variable, else None (use the hub)."""
+    if cfg.path:
+        return str(cfg.path)
+    env = os.environ.get("UDA_DATA_PATH", "").strip()
+    return env or None
+
+
+def file_extension(path: str | os.PathLike) -> Optional[str]:
+    name = Path(path).name.lower()
+    for ext in sorted(SUPPORTED_EXTENSIONS, key=len, reverse=True):
+        if name.endswith(ext):
+            return ext
+    return None
+
+
+def file_stem(path: str | os.PathLike) -> str:
+    name = Path(path).name
+    ext = file_extension(path)
+    return name[: len(name) - len(ext)] if ext else name.split(".")[0]
+
+
+# ----------------------------------------------------------------------------- readers
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        if path.name.lower().endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                return f.read()
+        return path.read_bytes()
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raise DataError(f"cannot read data file '{path}': {e}; check that it is a complete, valid file") from None
+
+
+def _decode(data: bytes, path: Path) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise DataError(
+            f"data file '{path}' is not valid UTF-8 (line {line}, byte {e.start}: {data[e.start:e.start + 1]!r}); "
+            f"re-save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
+        ) from None
+
+
+def _records_from_json(text: str, path: Path) -> list[dict]:
+    stripped = text.lstrip()
+    if not stripped:
+        return []
+    if not path.name.lower().endswith((".jsonl", ".jsonl.gz")):
+        try:
+            obj = json.loads(stripped)
+        except json.JSONDecodeError as e:
+            if "Extra data" not in e.msg:  # a whole-file json document that is broken
+                raise DataError(f"data file '{path}' is not valid JSON (line {e.lineno}: {e.msg}); fix the file") \
+                    from None
+            obj = None  # several documents: json lines with a .json name
+        if obj is not None:
+            if isinstance(obj, dict):
+                for key in ("data", "rows", "examples"):
+                    if isinstance(obj.get(key), list):
+                        obj = obj[key]
+                        break
+                else:
+                    if obj and all(isinstance(v, list) for v in obj.values()):
+                        cols = list(obj)
+                        n = len(obj[cols[0]])
+                        if any(len(obj[c]) != n for c in cols):
+                            raise DataError(f"data file '{path}': its columns have different lengths; fix the file")
+                        obj = [{c: obj[c][i] for c in cols} for i in range(n)]
+                    else:
+                        obj = [obj]
+            if not isinstance(obj, list):
+                raise DataError(f"data file '{path}' must hold a list of objects (or one object per line)")
+            for i, rec in enumerate(obj):
+                if not isinstance(rec, dict):
+                    raise DataError(f"data file '{path}', row {i + 1}: expected a JSON object, got "
+                                    f"{type(rec).__name__}; each example must be {{\"text\": ..., \"label\": ...}}")
+            return obj
+    return _records_from_jsonl(path)
+
+
+def _records_from_jsonl(path: Path) -> list[dict]:
+    bad_utf8 = "re-save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
+    try:
+        return [rec for _, rec in iter_jsonl(path)]
+    except BadLine as b:
+        if b.kind == "not UTF-8":
+            raise DataError(f"data file '{path}' is not valid UTF-8 (line {b.lineno}, {b.detail} "
+                            f"of the line); {bad_utf8}") from None
+        if b.kind == "invalid JSON":
+            raise DataError(f"data file '{path}', line {b.lineno}: {b.reason}; each line must be one JSON object") \
+                from None
+        raise DataError(f"data file '{path}', line {b.lineno}: expected a JSON object, got {b.detail}; each line "
+                        f"must be one JSON object like {{\"text\": ..., \"label\": ...}}") from None
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raise DataError(f"cannot read data file '{path}': {e}; check that it is a complete, valid file") from None
+
+
+def _records_from_csv(text: str, path: Path) -> tuple[list[dict], list[str]]:
+    delimiter = "\t" if ".tsv" in path.name.lower() else ","
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+        columns = list(reader.fieldnames or [])
+        return list(reader), columns
+    except csv.Error as e:
+        raise DataError(f"data file '{path}' is not valid CSV: {e}; fix the file") from None
+
+
+def _records_from_parquet(path: Path, wanted: Sequence[str]) -> tuple[list[dict], list[str]]:
+    try:
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(path)
+        columns = list(pf.schema_arrow.names)
+        table = pf.read(columns=[c for c in wanted if c in columns])
+    except ImportError:
+        raise DataError(f"reading '{path}' needs pyarrow; `pip install pyarrow` or convert the file to jsonl") \
+            from None
+    except Exception as e:  # pyarrow raises several error types for broken files
+        raise DataError(f"cannot read parquet file '{path}': {e}; check that it is a complete parquet file") \
+            from None
+    return table.to_pylist(), columns
+
+
+def read_table(path: str | os.PathLike, text_column: str = "text", label_column: Optional[str] = "label",
+               id_column: Optional[str] = "id", *, require_label: bool = True) -> list[dict]:
+    """Read a json / jsonl / jsonl.gz / json.gz / csv(.gz) / tsv(.gz) / parquet file.
+
+    Returns one dict per row: ``{"id": str, "text": str | None, "label": raw value or None}``. The id comes from
+    ``id_column`` when the file has it, else ``"<filestem>-<row>"`` (row counted from 0). Labels are returned
+    as stored (int, label name, or None when missing); :func:`load_text_classification` maps them.
+    ``require_label=False`` allows a file without the label column (unlabelled data).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise DataError(f"data file '{p}' does not exist; check --data.path / --data.*_file")
+    if p.is_dir():
+        raise DataError(f"'{p}' is a folder where a data file was expected; name a file")
+    ext = file_extension(p)
+    if ext is None:
+        raise DataError(f"data file '{p}' has an unsupported extension; use one of {', '.join(SUPPORTED_EXTENSIONS)}")
+    if ext == ".parquet":
+        wanted = [c for c in (text_column, label_column, id_column) if c]
+        records, columns = _records_from_parquet(p, wanted)
+    elif ext in (".jsonl", ".jsonl.gz"):
+        records = _records_from_jsonl(p)
+        columns = list(records[0]) if records else []
+    else:
+        text = _decode(_read_bytes(p), p)
+        if ext.startswith((".csv", ".tsv")):
+            records, columns = _records_from_csv(text, p)
+        else:
+            records = _records_from_json(text, p)
+            columns = list(records[0]) if records else []
+    if not records:
+        raise DataError(f"data file '{p}' is empty (no rows); give a file with at least one example")
+    if text_column not in columns:
+        raise DataError(f"data file '{p}' has no text column '{text_column}' (columns: {columns}); "
+                        f"set --data.text_column to the right one")
+    has_label = bool(label_column) and label_column in columns
+    if require_label and not has_label:
+        raise DataError(f"data file '{p}' has no label column '{label_column}' (columns: {columns}); "
+                        f"set --data.label_column to the right one")
+    has_id = bool(id_column) and id_column in columns
+    stem = file_stem(p)
+    rows = []
+    for i, rec in enumerate(records):
+        t = rec.get(text_column)
+        rid = rec.get(id_column) if has_id else None
+        rows.append({
+            "id": str(rid) if rid is not None and rid != "" else f"{stem}-{i}",
+            "text": t if t is None or isinstance(t, str) else str(t),
+            "label": rec.get(label_column) if has_label else None,
+        })
+    return rows

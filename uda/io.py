@@ -1,0 +1,121 @@
+"""Reading and writing files: the project's one json-lines reader and one atomic-write helper.
+
+Written here rather than taken from a library because what matters is the error: every bad line
+names its file and line number, and a reader can choose to skip such lines (and count them) when
+a file may have been torn by a killed writer.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Iterator, Optional
+
+
+def text_hash(text: str) -> bytes:
+    """The 16-byte key of a text (BLAKE2b): how the augmentation cache and precomputed copies find a
+    text without keeping it in memory. ``.hex()`` for json."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+
+def is_gzip(path: str | os.PathLike) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def open_text(path: str | os.PathLike, mode: str = "rt") -> IO:
+    """Open a text file for reading, gunzipping it when it is gzip (by content, not by name)."""
+    if "r" in mode and is_gzip(path):
+        return gzip.open(path, mode, encoding="utf-8")
+    if "w" in mode and str(path).endswith(".gz"):
+        return gzip.open(path, mode, encoding="utf-8")
+    return open(path, mode, encoding="utf-8")
+
+
+class BadLine(ValueError):
+    """A json-lines line that is not UTF-8, not json, or not a json object; names file and line."""
+
+    def __init__(self, path: str | os.PathLike, lineno: int, kind: str, reason: str, detail: str = "") -> None:
+        super().__init__(f"'{path}', line {lineno}: {reason}")
+        self.path, self.lineno, self.kind, self.reason, self.detail = str(path), lineno, kind, reason, detail
+
+
+def iter_jsonl(path: str | os.PathLike, on_bad: str = "error",
+               bad: Optional[list] = None) -> Iterator[tuple[int, dict]]:
+    """Yield (line number, object) for each non-blank line of a json-lines file (gzip or not).
+
+    on_bad="error" raises :class:`BadLine` at the first line that is not UTF-8, not json or not an
+    object; "skip" passes over it and, when ``bad`` is a list, appends the BadLine to it.
+    """
+    if on_bad not in ("error", "skip"):
+        raise ValueError(f"on_bad must be 'error' or 'skip', got {on_bad!r}")
+    opener = gzip.open if is_gzip(path) else open
+    with opener(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                try:
+                    line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+                except UnicodeDecodeError as e:
+                    raise BadLine(path, lineno, "not UTF-8", f"not valid UTF-8 (byte {e.start})",
+                                  f"byte {e.start}") from None
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise BadLine(path, lineno, "invalid JSON",
+                                  f"invalid JSON ({e.msg} at column {e.colno})") from None
+                if not isinstance(rec, dict):
+                    raise BadLine(path, lineno, "not a JSON object", f"not a JSON object ({type(rec).__name__})",
+                                  type(rec).__name__)
+            except BadLine as b:
+                if on_bad == "error":
+                    raise
+                if bad is not None:
+                    bad.append(b)
+                continue
+            yield lineno, rec
+
+
+@contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "w", fsync: bool = True) -> Iterator[IO]:
+    """Write ``path`` all or nothing: into a temporary file beside it, synced, then renamed over it.
+    A ``.gz`` name is gzipped. Readers never see a half-written file; on an error the old file stays."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; give it the usual permissions
+    try:
+        binary = "b" in mode
+        if path.name.endswith(".gz"):
+            f = gzip.open(tmp, "wb" if binary else "wt", **({} if binary else {"encoding": "utf-8"}))
+        else:
+            f = open(tmp, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"}))
+        with f:
+            yield f
+            f.flush()
+        if fsync:
+            with open(tmp, "rb") as g:
+                os.fsync(g.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, fsync: bool = True) -> None:
+    with atomic_open(path, "w", fsync=fsync) as f:
+        f.write(text)
+
+
+def atomic_write_json(path: str | os.PathLike, obj: object, indent: Optional[int] = 2) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=indent))

@@ -1,0 +1,90 @@
+"""One UDA training step's losses: supervised loss with TSA, consistency loss, total.
+
+A plain function of the task, the model and the batches, so a test can call it on a tiny model and
+compare with golden numbers. It builds the graph; the loop calls ``backward`` and steps the
+optimizer (both stay visible in ``uda/train.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+
+from uda.losses import class_prediction_stats, consistency_loss, total_loss, tsa_supervised_loss
+
+
+@dataclass
+class StepOutput:
+    loss: torch.Tensor  # sup + lambda_u * unsup, with its graph
+    sup_loss: torch.Tensor
+    unsup_loss: Optional[torch.Tensor]  # None: supervised only
+    class_mean: Optional[torch.Tensor] = None  # (K,) mean predicted distribution of the original view
+    stats: dict[str, float] = field(default_factory=dict)  # what the loop logs (measured values only)
+
+
+def uda_step(task: Any, model: torch.nn.Module, batch_l: dict, views: Optional[tuple[dict, dict]], *,
+             threshold: float, lambda_u: float, temperature: Optional[float] = None,
+             confidence: Optional[float] = None, hard: bool = False, alignment: Optional[torch.Tensor] = None,
+             hidden_labels: Optional[torch.Tensor] = None) -> StepOutput:
+    """Losses of one micro-batch.
+
+    batch_l: the labelled batch (model inputs + labels). views: (original, augmented) model inputs of
+    the unlabelled batch, or None for supervised only. threshold: TSA's (1.0: off). alignment: the
+    distribution-alignment weights for the task's class distribution (``task.class_logits_index``).
+    hidden_labels: labels of the unlabelled examples that training never reads (-1: unknown), for
+    the unsup/target_accuracy diagnostic only.
+    """
+    sup = task.supervised(model, batch_l)
+    sup_loss, sup_mask = tsa_supervised_loss(sup.per_example_loss, sup.gold_prob, threshold)
+    stats = {"sup/loss": sup_loss.item(), "sup/trained_ratio": sup_mask.mean().item(),
+             "sup/accuracy": sup.correct.mean().item(), "sup/gold_prob": sup.gold_prob.mean().item()}
+    if views is None:
+        stats["train/loss"] = sup_loss.item()
+        return StepOutput(sup_loss, sup_loss, None, stats=stats)
+    ori, aug = views
+    # The original view is a stop-gradient target: no graph is built for it. The model stays in
+    # train mode (dropout on), as in the reference.
+    with torch.no_grad():
+        ori_logits = task.consistency_logits(model, ori)
+    aug_logits = task.consistency_logits(model, aug)
+    class_index = getattr(task, "class_logits_index", None)
+    terms = [consistency_loss(o, a, temperature, confidence, hard=hard,
+                              alignment=alignment if j == class_index else None)
+             for j, (o, a) in enumerate(zip(ori_logits, aug_logits))]
+    unsup_loss = torch.stack([t[0] for t in terms]).mean()
+    loss = total_loss(sup_loss, unsup_loss, lambda_u)
+    stats.update({"unsup/loss": unsup_loss.item(),
+                  "unsup/mask_ratio": float(torch.stack([t[1].mean() for t in terms]).mean()),
+                  "train/loss": loss.item()})
+    class_mean = None
+    if class_index is not None:
+        o = ori_logits[class_index]
+        class_mean = o.softmax(-1).mean(0)
+        stats.update({f"unsup/{k}": v for k, v in class_prediction_stats(o).items()})
+        stats.update(target_accuracy(o, terms[class_index][1], hidden_labels))
+    return StepOutput(loss, sup_loss, unsup_loss, class_mean, stats)
+
+
+def target_accuracy(ori_logits: torch.Tensor, mask: torch.Tensor, hidden: Optional[torch.Tensor]) -> dict:
+    """Counts behind unsup/target_accuracy (the original view's argmax against labels training never
+    reads) and unsup/confident_target_accuracy (the same over the examples the confidence mask keeps).
+    Counts, not ratios, so that a logging window averages over examples (see ratios_from_counts)."""
+    if hidden is None:
+        return {}
+    known = hidden >= 0
+    right = (ori_logits.argmax(-1).cpu() == hidden) & known
+    kept = mask.detach().cpu() > 0
+    return {"unsup/_target_right": float(right.sum()), "unsup/_target_n": float(known.sum()),
+            "unsup/_confident_right": float((right & kept).sum()), "unsup/_confident_n": float((known & kept).sum())}
+
+
+def ratios_from_counts(scalars: dict) -> dict:
+    """Turn the window's mean counts of target_accuracy into the two accuracies (absent: nothing)."""
+    out = {k: v for k, v in scalars.items() if not k.startswith("unsup/_")}
+    for name, right, n in (("unsup/target_accuracy", "unsup/_target_right", "unsup/_target_n"),
+                           ("unsup/confident_target_accuracy", "unsup/_confident_right", "unsup/_confident_n")):
+        if scalars.get(n, 0) > 0:
+            out[name] = scalars[right] / scalars[n]
+    return out
