@@ -15,7 +15,7 @@ from augment.build import build_augmenter
 from uda.task import SupervisedOutput, TaskData
 from tasks.text_data import load_text_classification
 from uda.data import DataError
-from uda.evaluation import length_sorted_batches, run_inference
+from uda.evaluation import length_sorted_batches, pad_right, run_inference
 from uda.hub import resolve_model_path
 
 _BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
@@ -150,9 +150,11 @@ class TextClassificationTask:
         encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]
         batches = length_sorted_batches([len(ids) for ids in encoded], batch_size)
 
+        if self.tokenizer.padding_side != "right":
+            raise ValueError("evaluation pads on the right; the tokenizer pads on the left")
+
         def collate(indices: list[int]) -> dict:
-            feats = [{"input_ids": encoded[i]} for i in indices]
-            batch = dict(self.tokenizer.pad(feats, return_tensors="pt"))
+            batch = pad_right([encoded[i] for i in indices], self.tokenizer.pad_token_id)
             batch["index"] = torch.tensor(indices, dtype=torch.long)
             return batch
 
