@@ -56,6 +56,7 @@ class TextClassificationTask:
         self.model_path = ""
         self.class_logits_index = 0  # consistency_logits()[0] is a distribution over the classes
         self.class_prior: torch.Tensor = torch.full((2,), 0.5)  # of the labelled set (distribution alignment)
+        self.train_rows: list = []
 
     # ------------------------------------------------------------------ setup
     def setup(self, cfg: Any) -> TaskData:
@@ -71,6 +72,7 @@ class TextClassificationTask:
         )
         self.tokenizer.truncation_side = cfg.model.truncation_side
         self.rng = np.random.default_rng(cfg.seed + 1)
+        self.train_rows = list(data.train)
         counts = torch.bincount(torch.tensor([e["label"] for e in data.train], dtype=torch.long),
                                 minlength=len(self.label_names)).float()
         self.class_prior = counts / counts.sum().clamp(min=1.0)
@@ -105,7 +107,15 @@ class TextClassificationTask:
     def build_model(self, cfg: Any) -> torch.nn.Module:
         from tasks.text_model import build_text_classifier
 
-        return build_text_classifier(self.model_path, self.label_names, cfg.model.pooling, cfg.model.dropout,
+        path = self.model_path
+        if cfg.model.contrastive_iterations:
+            from tasks.contrastive import contrastive_encoder
+
+            path = str(contrastive_encoder(
+                path, [clean_text(e["text"]) for e in self.train_rows], [e["label"] for e in self.train_rows],
+                seed=cfg.seed, max_length=cfg.model.max_length, truncation_side=cfg.model.truncation_side,
+                iterations=cfg.model.contrastive_iterations, lr=cfg.model.contrastive_lr))
+        return build_text_classifier(path, self.label_names, cfg.model.pooling, cfg.model.dropout,
                                      cfg.model.trust_remote_code)
 
     # ------------------------------------------------------------------ batches

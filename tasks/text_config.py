@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from uda.config import DataConfig, ModelConfig, _f
+from uda.config import ConfigError, DataConfig, ModelConfig, _f
 
 
 @dataclass
@@ -39,6 +39,17 @@ class TextModelConfig(ModelConfig):
         "(BERT: the pooler on the first token); 'mean': the mean of the last hidden states over the tokens, as "
         "sentence encoders such as all-MiniLM-L6-v2 were trained (load the saved model with "
         "tasks.text_model.load_text_classifier).")
+    contrastive_iterations: Optional[int] = _f(
+        None, "Before training, fine-tune the encoder on pairs of the labelled examples with SetFit's contrastive "
+        "stage (the setfit package): this many pairs per labelled example (SetFit's num_iterations; 20 is its "
+        "default). None: off. Cached by encoder, labelled set, seed and settings.")
+    contrastive_lr: float = _f(2e-5, "Learning rate of the contrastive stage (SetFit's body_learning_rate).")
+
+    def validate(self) -> None:
+        if self.contrastive_iterations is not None and self.contrastive_iterations < 1:
+            raise ConfigError(f"model.contrastive_iterations must be >= 1 or None, got {self.contrastive_iterations}")
+        if self.contrastive_lr <= 0:
+            raise ConfigError(f"model.contrastive_lr must be > 0, got {self.contrastive_lr}")
 
 
 SECTIONS = {"data": TextDataConfig, "model": TextModelConfig}

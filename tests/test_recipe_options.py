@@ -158,3 +158,29 @@ def test_distribution_alignment_needs_a_class_distribution(tiny_text_data, tmp_p
         from accelerate.state import AcceleratorState
         AcceleratorState._reset_state(reset_partial_state=True)
         train(cfg, NoClasses())
+
+
+def test_contrastive_stage_fine_tunes_the_encoder_and_is_cached(model_dir, tiny_text_data, tmp_path, monkeypatch):
+    from tasks.contrastive import contrastive_encoder
+
+    monkeypatch.setenv("UDA_CACHE", str(tmp_path / "cache"))
+    texts = ["great fun movie", "awful boring plot", "superb acting", "dull and poor", "loved it", "hated it"]
+    labels = [1, 0, 1, 0, 1, 0]
+    enc = contrastive_encoder(str(model_dir), texts, labels, seed=0, max_length=16, iterations=2, batch_size=4)
+    assert (enc / "config.json").is_file() and (enc.parent / "DONE").is_file()
+    before, after = weights(model_dir), weights(enc)
+    shared = [k for k in after if k.replace("bert.", "") in {j.replace("bert.", "") for j in before}]
+    assert shared
+    changed = [k for k in after if "encoder.layer.0.attention.self.query.weight" in k]
+    old = next(v for k, v in before.items() if k.endswith("encoder.layer.0.attention.self.query.weight"))
+    assert changed and not torch.equal(after[changed[0]], old)  # the stage trained the encoder
+    # same inputs: the cached folder, without training again
+    assert contrastive_encoder(str(model_dir), texts, labels, seed=0, max_length=16, iterations=2,
+                               batch_size=4) == enc
+    # another seed is another stage
+    assert contrastive_encoder(str(model_dir), texts, labels, seed=1, max_length=16, iterations=2,
+                               batch_size=4) != enc
+    # and a run trains from it
+    results = run(tiny_config(model_dir, tiny_text_data, tmp_path / "run", **{
+        "model.pooling": "mean", "model.contrastive_iterations": 1, "train.max_steps": 2, "train.eval_every": 2}))
+    assert results["test"]["num_examples"] == 60
