@@ -31,9 +31,10 @@ import torch
 import torch.nn.functional as F
 
 from augment.build import build_augmenter
-from uda.task import SupervisedOutput, TaskData
+from uda.task import SupervisedOutput, SupervisedTerm, TaskData
 from tasks.qa_data import build_features, clip_questions, collate_features, describe_features, few_label_split, \
     load_squad_examples
+from tasks.qa_config import QAConfig
 from tasks.qa_model import build_qa_model
 from tasks.qa_postprocess import decide, fit_null_threshold, postprocess
 from tasks.squad_metric import raw_scores, squad_v2_metrics
@@ -58,8 +59,13 @@ def answerability_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tens
 
 def qa_supervised_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, answerability_logits: torch.Tensor,
                        span_mask: torch.Tensor, start_positions: torch.Tensor, end_positions: torch.Tensor,
-                       answerable: torch.Tensor, span_weight: float, answerability_weight: float) -> SupervisedOutput:
-    """Per-feature loss, gold span probability (what TSA thresholds) and span correctness.
+                       answerable: torch.Tensor, span_weight: float, answerability_weight: float,
+                       span_num_classes: int = 2) -> SupervisedOutput:
+    """Per-feature loss, gold span probability and span correctness, and the two heads as separate
+    supervised terms, so that TSA masks each on its own gold probability: the span head on
+    p_start(gold) * p_end(gold) with K = ``span_num_classes``, the answerability head on its
+    probability of the gold label with K = 2. (One mask for both would drop the no-answer features
+    from the verifier as soon as their span, the first token, is confident.)
 
     start/end_logits: (B, T); span_mask: (B, T) True at the first token and the context tokens;
     start/end_positions: (B,) gold token indices (0 = no answer); answerable: (B,) 0/1.
@@ -68,11 +74,16 @@ def qa_supervised_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, ans
     end = end_logits.float().masked_fill(~span_mask, float("-inf"))
     ce_start = F.cross_entropy(start, start_positions, reduction="none")
     ce_end = F.cross_entropy(end, end_positions, reduction="none")
-    per_example = span_weight * (ce_start + ce_end) / 2 + answerability_weight * answerability_loss(
-        answerability_logits, answerable)
+    span = (ce_start + ce_end) / 2
+    ce_answerability = answerability_loss(answerability_logits, answerable)
+    per_example = span_weight * span + answerability_weight * ce_answerability
     gold_prob = torch.exp(-(ce_start + ce_end)).detach()  # p_start(gold) * p_end(gold)
+    gold_answerability = torch.exp(-ce_answerability).detach()
     correct = ((start.argmax(-1) == start_positions) & (end.argmax(-1) == end_positions)).float()
-    return SupervisedOutput(per_example_loss=per_example, gold_prob=gold_prob, correct=correct)
+    terms = [SupervisedTerm("span", span, gold_prob, span_num_classes, span_weight),
+             SupervisedTerm("answerability", ce_answerability, gold_answerability, 2, answerability_weight)]
+    return SupervisedOutput(per_example_loss=per_example, gold_prob=gold_prob, correct=correct,
+                            terms=[t for t in terms if t.weight > 0])
 
 
 def align_span_logits(logits: torch.Tensor, align_index: torch.Tensor, align_mask: torch.Tensor) -> torch.Tensor:
@@ -159,7 +170,7 @@ class QATask:
         self.rng = np.random.default_rng(0)
         self.tsa_num_classes = 2
         self.max_length = 384
-        self.qa: Any = None
+        self.qa: Any = QAConfig()  # replaced by the run's section in setup
         self.model_path = ""
         self.trust_remote_code = False
         self.dropout = None
@@ -220,14 +231,17 @@ class QATask:
         out = model(**model_inputs(batch))
         return qa_supervised_loss(out.start_logits, out.end_logits, out.answerability_logits, batch["span_mask"],
                                   batch["start_position"], batch["end_position"], batch["answerable"],
-                                  self.qa.span_loss_weight, self.qa.answerability_loss_weight)
+                                  self.qa.span_loss_weight, self.qa.answerability_loss_weight,
+                                  self.qa.tsa_num_classes)
 
     def consistency_logits(self, model: torch.nn.Module, batch: dict) -> list[torch.Tensor]:
         out = model(**model_inputs(batch))
         idx, mask = batch["align_index"], batch["align_mask"]
-        return [align_span_logits(out.start_logits, idx, mask),  # (B, C)
-                align_span_logits(out.end_logits, idx, mask),  # (B, C)
-                out.answerability_logits.float()]  # (B, 2)
+        logits = [align_span_logits(out.start_logits, idx, mask),  # (B, C)
+                  align_span_logits(out.end_logits, idx, mask)]  # (B, C)
+        if self.qa.answerability_consistency:
+            logits.append(out.answerability_logits.float())  # (B, 2)
+        return logits
 
     # ------------------------------------------------------------------ evaluation
     def _features_for(self, examples: Sequence[dict]) -> list[dict]:

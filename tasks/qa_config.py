@@ -31,8 +31,11 @@ class QAConfig:
                                "when the threshold is not fitted on dev).")
     fit_threshold_on_dev: bool = _f(True, "Before the test evaluation, fit the threshold that maximises F1 on the dev "
                                     "split with the selected model and apply it to test.")
-    tsa_num_classes: int = _f(2, "K of the TSA threshold alpha*(1-1/K)+1/K applied to the gold span's probability "
-                              "p(start)*p(end); K=2 starts the threshold at 0.5.")
+    tsa_num_classes: int = _f(2, "K of the span head's TSA threshold alpha*(1-1/K)+1/K, applied to the gold span's "
+                              "probability p(start)*p(end); K=2 starts the threshold at 0.5. The answerability "
+                              "head has its own threshold (K=2) on its probability of the gold label.")
+    answerability_consistency: bool = _f(True, "Include the answerability head's distribution in the consistency "
+                                         "loss (false: only the start and end distributions).")
     test_articles: int = _f(10, "Held-out test articles: the first ones in sha256(title) order.")
     dev_articles: int = _f(3, "Dev articles (model selection, threshold fitting): the next ones in that order.")
     labeled_articles: int = _f(8, "Labelled-pool articles (data.num_labeled questions are drawn from them): the "

@@ -167,3 +167,56 @@ def test_train_and_eval_modes_reach_the_span_model(tiny_qa_model_dir):  # noqa: 
     assert not model.span_model.training and not any(m.training for m in model.modules())
     model.train()
     assert model.span_model.training and all(m.training for m in model.modules())
+
+
+def test_tsa_masks_each_head_on_its_own_gold_probability():
+    from uda.step import uda_step
+
+    # feature 0: the span head is sure of the gold span (p ~ 1) but the verifier is not (p = 0.5);
+    # feature 1: an unanswerable window (gold span = the first token) whose span is confident, the
+    # verifier unsure: it must still train the verifier.
+    start = torch.tensor([[0.0, -9.0, 12.0, -9.0], [12.0, -9.0, 0.0, 0.0]])
+    end = torch.tensor([[0.0, -9.0, -9.0, 12.0], [12.0, 0.0, -9.0, 0.0]])
+    mask = torch.ones(2, 4, dtype=torch.bool)
+    ans = torch.zeros(2, 2, requires_grad=True)
+    out = qa_supervised_loss(start, end, ans, mask, torch.tensor([2, 0]), torch.tensor([3, 0]), torch.tensor([1, 0]),
+                             span_weight=1.0, answerability_weight=1.0, span_num_classes=2)
+    span, verifier = out.terms
+    assert (span.name, span.num_classes, verifier.name, verifier.num_classes) == ("span", 2, "answerability", 2)
+    assert span.gold_prob.min().item() > 0.99 and verifier.gold_prob.tolist() == pytest.approx([0.5, 0.5])
+
+    class Fixed:
+        tsa_num_classes = 2
+
+        def supervised(self, model, batch):
+            return out
+
+    step = uda_step(Fixed(), None, {}, None, tsa=lambda k: 0.75, lambda_u=1.0)
+    # the span head is masked on both features (p > 0.75), the verifier on neither (p = 0.5)
+    assert step.stats["sup/trained_ratio_span"] == 0.0
+    assert step.stats["sup/trained_ratio_answerability"] == 1.0
+    assert step.sup_loss.item() == pytest.approx(math.log(2), abs=1e-6)  # the verifier's CE, mean over both
+    step.sup_loss.backward()
+    assert ans.grad[1].abs().sum() > 0  # the confident no-answer feature trains the verifier
+    # one mask from the span probability (the old behaviour) would have dropped both features entirely
+    from uda.losses import tsa_supervised_loss
+
+    old, old_mask = tsa_supervised_loss(out.per_example_loss, out.gold_prob, 0.75)
+    assert old_mask.tolist() == [0.0, 0.0] and old.item() == 0.0
+
+
+def test_answerability_can_be_left_out_of_the_consistency_loss():
+    from tasks.qa import QATask
+    from tasks.qa_config import QAConfig
+
+    class Out:
+        start_logits = torch.zeros(1, 5)
+        end_logits = torch.zeros(1, 5)
+        answerability_logits = torch.zeros(1, 2)
+
+    task = QATask()
+    batch = {"input_ids": torch.zeros(1, 5, dtype=torch.long), "attention_mask": torch.ones(1, 5, dtype=torch.long),
+             "align_index": torch.tensor([[0, 2, 3]]), "align_mask": torch.ones(1, 3, dtype=torch.bool)}
+    for flag, n in ((True, 3), (False, 2)):
+        task.qa = QAConfig(answerability_consistency=flag)
+        assert len(task.consistency_logits(lambda **kw: Out(), batch)) == n

@@ -8,11 +8,12 @@ optimizer (both stay visible in ``uda/train.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
 from uda.losses import class_prediction_stats, consistency_loss, total_loss, tsa_supervised_loss
+from uda.task import SupervisedTerm
 
 
 @dataclass
@@ -25,21 +26,30 @@ class StepOutput:
 
 
 def uda_step(task: Any, model: torch.nn.Module, batch_l: dict, views: Optional[tuple[dict, dict]], *,
-             threshold: float, lambda_u: float, temperature: Optional[float] = None,
+             tsa: Callable[[int], float], lambda_u: float, temperature: Optional[float] = None,
              confidence: Optional[float] = None, hard: bool = False, alignment: Optional[torch.Tensor] = None,
              hidden_labels: Optional[torch.Tensor] = None) -> StepOutput:
     """Losses of one micro-batch.
 
     batch_l: the labelled batch (model inputs + labels). views: (original, augmented) model inputs of
-    the unlabelled batch, or None for supervised only. threshold: TSA's (1.0: off). alignment: the
+    the unlabelled batch, or None for supervised only. tsa: the TSA threshold for a head of K classes
+    (``lambda k: 1.0``: off); each supervised term is masked with its own. alignment: the
     distribution-alignment weights for the task's class distribution (``task.class_logits_index``).
     hidden_labels: labels of the unlabelled examples that training never reads (-1: unknown), for
     the unsup/target_accuracy diagnostic only.
     """
     sup = task.supervised(model, batch_l)
-    sup_loss, sup_mask = tsa_supervised_loss(sup.per_example_loss, sup.gold_prob, threshold)
-    stats = {"sup/loss": sup_loss.item(), "sup/trained_ratio": sup_mask.mean().item(),
+    terms = sup.terms or [SupervisedTerm("sup", sup.per_example_loss, sup.gold_prob, task.tsa_num_classes)]
+    parts, masks = [], []
+    for term in terms:
+        loss_t, mask_t = tsa_supervised_loss(term.per_example_loss, term.gold_prob, tsa(term.num_classes))
+        parts.append(term.weight * loss_t)
+        masks.append(mask_t)
+    sup_loss = torch.stack(parts).sum()
+    stats = {"sup/loss": sup_loss.item(), "sup/trained_ratio": masks[0].mean().item(),
              "sup/accuracy": sup.correct.mean().item(), "sup/gold_prob": sup.gold_prob.mean().item()}
+    if len(terms) > 1:  # each head's own share of examples TSA kept
+        stats.update({f"sup/trained_ratio_{t.name}": m.mean().item() for t, m in zip(terms, masks)})
     if views is None:
         stats["train/loss"] = sup_loss.item()
         return StepOutput(sup_loss, sup_loss, None, stats=stats)

@@ -27,10 +27,25 @@ class TaskData:
 
 
 @dataclass
+class SupervisedTerm:
+    """One head's part of the supervised loss, masked by TSA on that head's own gold probability."""
+
+    name: str
+    per_example_loss: torch.Tensor  # (B,)
+    gold_prob: torch.Tensor  # (B,) probability this head gives the gold label
+    num_classes: int  # K of this head's TSA threshold alpha * (1 - 1/K) + 1/K
+    weight: float = 1.0  # the term's weight in the supervised loss
+
+
+@dataclass
 class SupervisedOutput:
     per_example_loss: torch.Tensor  # (B,) loss of each labelled example
     gold_prob: torch.Tensor  # (B,) probability the model gives the gold answer (what TSA thresholds)
     correct: torch.Tensor  # (B,) 1.0 where the prediction is right (for sup/accuracy)
+    # A task with several heads gives one term each: TSA then masks each head on its own gold
+    # probability and the supervised loss is sum(weight * masked mean). None: one term, the fields
+    # above, with K = the task's tsa_num_classes.
+    terms: Optional[list[SupervisedTerm]] = None
 
 
 class Task(Protocol):

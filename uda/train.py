@@ -435,7 +435,8 @@ def fit(run: Run) -> None:
         task.load_state_dict(run.restore_rng["task"])
         checkpoint.set_rng_state(run.restore_rng["rng"])
     for step in range(st.step, cfg.train.max_steps):
-        threshold = tsa_threshold(cfg.uda.tsa, step / cfg.train.max_steps, task.tsa_num_classes)
+        progress = step / cfg.train.max_steps
+        threshold = tsa_threshold(cfg.uda.tsa, progress, task.tsa_num_classes)  # logged as sup/tsa_threshold
         lambda_u = cfg.uda.lambda_u * ramp(step, cfg.uda.lambda_u_ramp_steps)
         alignment = (prior / st.class_ema).to(accelerator.device) if st.class_ema is not None else None
         step_ok, step_stats, class_means = True, {}, []
@@ -452,7 +453,8 @@ def fit(run: Run) -> None:
                     views = (_to(ori, accelerator.device), _to(aug, accelerator.device))
                     st.drawn["unlabeled"] += len(unl)
                     hidden = task.hidden_labels(unl) if hasattr(task, "hidden_labels") else None
-                out: StepOutput = uda_step(task, model, batch_l, views, threshold=threshold, lambda_u=lambda_u,
+                out: StepOutput = uda_step(task, model, batch_l, views,
+                                           tsa=lambda k: tsa_threshold(cfg.uda.tsa, progress, k), lambda_u=lambda_u,
                                            temperature=cfg.uda.temperature, confidence=cfg.uda.confidence,
                                            hard=cfg.uda.target == "hard", alignment=alignment, hidden_labels=hidden)
                 if not _finite_everywhere(out.loss, accelerator):
