@@ -89,7 +89,6 @@ TASKS = {
         default_methods=["supervised", "uda"]),
 }
 METHODS = ["supervised", "uda", "uda_tfidf", "uda_bt", "ceiling", "setfit"]  # also the table's order within one N
-TRAINER_METHODS = [m for m in METHODS if m != "setfit"]  # the methods that are train_uda.py runs
 ID_SOURCES = ["supervised", "uda", "uda_tfidf", "uda_bt"]  # runs whose labelled ids setfit reuses, preferred first
 SETFIT_QUICK = ["--num_iterations", "2"]  # --quick: a smoke test of the baseline too
 SWEEP_KEYS = ("seed", "output_dir", "data.num_labeled")  # set by the sweep for each run

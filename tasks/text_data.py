@@ -432,6 +432,11 @@ def _select_by_order(order_file: str, pool: _Source, idx: Sequence[int], labels:
 
 # ----------------------------------------------------------------------------- main entry
 
+def test_subset(labels: Sequence[int], num_classes: int, size: int, seed: int) -> list[int]:
+    """The balanced seeded subset of a test set that ``data.max_test`` evaluates (indices)."""
+    return _balanced_subset(_by_class(range(len(labels)), labels, num_classes), size, _rng(seed, 2))
+
+
 def load_text_classification(cfg: TextDataConfig, seed: int) -> TextClassificationData:
     """Load sources (see module doc) and build the labelled subset, dev, test and unlabelled pool."""
     t0 = time.perf_counter()
@@ -533,8 +538,7 @@ def load_text_classification(cfg: TextDataConfig, seed: int) -> TextClassificati
         y_test = _map_labels(t, lm, "test", from_cfg)
         test_total = len(t.rows)
         all_t = list(range(test_total))
-        keep = all_t if cfg.max_test is None else _balanced_subset(_by_class(all_t, y_test, k), cfg.max_test,
-                                                                    _rng(seed, 2))
+        keep = all_t if cfg.max_test is None else test_subset(y_test, k, cfg.max_test, seed)
         test_rows = [{"id": t.rows[i]["id"], "text": t.rows[i]["text"], "label": y_test[i]} for i in keep]
 
     # unlabelled pool: unlabelled file (long enough) + -1 rows of train + (optionally) the train pool
