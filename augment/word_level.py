@@ -16,6 +16,17 @@ under ``/usr/share/wordnet``; any folder holding ``index.noun``/``data.noun``...
 part-of-speech tagging: a word's candidates are the lemmas of its most frequent senses in every part
 of speech. :func:`build_nltk_wordnet_dir` turns the same files into an ``nltk_data`` folder for users
 who want NLTK's WordNet API.
+
+Every augmenter here takes ``protect`` (default False): protected words (negations, wh-words,
+numbers, capitalised names: :func:`augment.text_ops.surface_protected_mask`, rules in
+:mod:`augment.text_ops`) are never replaced, deleted or moved, and a synonym or neighbour that is
+itself protected (:func:`augment.text_ops.is_protected_replacement`) is never inserted. Protection
+draws no random number of its own and leaves the other words' draws where they were: synonym,
+neighbour and deletion outputs with ``protect`` are the outputs without it, with the edits of
+protected words undone (and a protected replacement redrawn from the same random number among the
+allowed ones); swap moves only the unprotected words, among themselves. A text with no protected
+word (whose draws pick no protected replacement) comes out exactly as without ``protect``. The
+names get the suffix ``-protect``.
 """
 
 from __future__ import annotations
@@ -32,7 +43,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from augment.base import check_p
-from augment.text_ops import _delete_spans, _match_case, _substitute, _token_spans, _word_indices
+from augment.text_ops import (_delete_spans, _match_case, _substitute, _token_spans, _word_indices,
+                              is_protected_replacement, surface_protected_mask)
 
 __all__ = [
     "STOPWORDS",
@@ -66,32 +78,57 @@ STOPWORDS = frozenset(
 _ALPHA_RE = re.compile(r"^[A-Za-z][A-Za-z'-]*$")
 
 
+def _pick_allowed(options: Sequence[str], u: float) -> str | None:
+    """The option that ``u`` picks (uniformly) among the options that are no protected word: the
+    fractional part of ``u * len(options)`` is uniform whichever option ``u`` first picked, so it
+    picks again among the allowed ones without a new random number. None when none is allowed."""
+    allowed = [o for o in options if not is_protected_replacement(o)]
+    if not allowed:
+        return None
+    x = u * len(options)
+    return allowed[min(int((x - int(x)) * len(allowed)), len(allowed) - 1)]
+
+
 def _replace_some(text: str, spans: Sequence[tuple[int, int]], cands: Sequence[tuple[int, Sequence[str]]],
-                  p: float, rng: np.random.Generator) -> str:
+                  p: float, rng: np.random.Generator, protect: bool = False) -> str:
     """``text`` with each token ``i`` of ``cands`` (``(i, options)`` pairs; those without options are
     passed over) replaced with probability ``p`` by one of its options, chosen uniformly, in the
-    capitalisation of the token."""
+    capitalisation of the token. ``protect``: protected tokens keep their word (their draws are
+    still made, so the other tokens' draws do not move) and protected options are never chosen."""
     cands = [(i, c) for i, c in cands if c]
     if not cands:
         return text
     hit = rng.random(len(cands)) < p
     picks = rng.random(len(cands))  # one draw per candidate keeps the stream length fixed
+    mask = surface_protected_mask(text, spans) if protect and hit.any() else None
     repl = {}
     for (i, c), h, u in zip(cands, hit.tolist(), picks.tolist()):
         if h:
+            word = c[int(u * len(c))]
+            if mask is not None:
+                if mask[i]:
+                    continue
+                if is_protected_replacement(word):
+                    word = _pick_allowed(c, u)
+                    if word is None:
+                        continue
             s, e = spans[i]
-            repl[i] = _match_case(text[s:e], c[int(u * len(c))])
+            repl[i] = _match_case(text[s:e], word)
     return _substitute(text, spans, repl)
 
 
 def _edit_words(texts: Sequence[str], edit: Callable[[str, list[tuple[int, int]], list[int]], str],
-                min_words: int) -> list[str]:
+                min_words: int, protect: bool = False) -> list[str]:
     """``edit(text, spans, words)`` of each text (``spans`` of its tokens, ``words`` the indices of its
-    word tokens) that has at least ``min_words`` words; the other texts are kept as they are."""
+    word tokens; with ``protect``, of its unprotected word tokens only) that has at least
+    ``min_words`` such words; the other texts are kept as they are."""
     out = []
     for text in texts:
         spans = _token_spans(text)
         words = _word_indices(text, spans)
+        if protect and words:
+            mask = surface_protected_mask(text, spans)
+            words = [w for w in words if not mask[w]]
         out.append(edit(text, spans, words) if len(words) >= min_words else text)
     return out
 
@@ -256,13 +293,17 @@ class WordNetSynonymReplacement:
     """``wordnet-p``: each word that WordNet knows (not a stop word) is replaced with probability ``p``
     by one of its synonyms, chosen uniformly among the lemmas of its ``max_senses`` most frequent
     senses. No part-of-speech tagging (the tagger data is not available offline), so a noun may get a
-    verb sense's synonym; keeping to frequent senses limits the damage. Capitalisation is kept."""
+    verb sense's synonym; keeping to frequent senses limits the damage. Capitalisation is kept.
+    ``protect``: see the module's docstring."""
 
-    def __init__(self, p: float, wordnet: WordNet | str | None = None, max_senses: int | None = 3):
+    def __init__(self, p: float, wordnet: WordNet | str | None = None, max_senses: int | None = 3,
+                 protect: bool = False):
         self.p = check_p(p)
         self.max_senses = max_senses
+        self.protect = bool(protect)
         self.wordnet = wordnet if isinstance(wordnet, WordNet) else load_wordnet(wordnet)
-        self.name = f"wordnet-{p}" + ("" if max_senses == 3 else f"-s{max_senses}")
+        self.name = (f"wordnet-{p}" + ("" if max_senses == 3 else f"-s{max_senses}")
+                     + ("-protect" if self.protect else ""))
 
     def _candidates(self, token: str) -> tuple[str, ...]:
         lower = token.lower()
@@ -275,7 +316,7 @@ class WordNetSynonymReplacement:
         for text in texts:
             spans = _token_spans(text)
             cands = [(i, self._candidates(text[s:e])) for i, (s, e) in enumerate(spans)]
-            out.append(_replace_some(text, spans, cands, self.p, rng))
+            out.append(_replace_some(text, spans, cands, self.p, rng, self.protect))
         return out
 
 
@@ -286,11 +327,14 @@ class WordNetSynonymReplacement:
 
 class RandomSwap:
     """``swap-p``: swap two randomly chosen words, ``round(p * number of words)`` times and at least once
-    when ``p > 0`` (texts with fewer than two words are returned unchanged). Punctuation stays put."""
+    when ``p > 0`` (texts with fewer than two words are returned unchanged). Punctuation stays put.
+    ``protect``: protected words stay where they are; the unprotected words swap among themselves
+    (``round(p * their number)`` times; a text with fewer than two of them is returned unchanged)."""
 
-    def __init__(self, p: float):
+    def __init__(self, p: float, protect: bool = False):
         self.p = check_p(p)
-        self.name = f"swap-{p}"
+        self.protect = bool(protect)
+        self.name = f"swap-{p}" + ("-protect" if self.protect else "")
 
     def __call__(self, texts: Sequence[str], rng: np.random.Generator) -> list[str]:
         if self.p == 0.0:
@@ -309,21 +353,26 @@ class RandomSwap:
                     repl[words[k]] = text[s:e]
             return _substitute(text, spans, repl)
 
-        return _edit_words(texts, swap, 2)
+        return _edit_words(texts, swap, 2, self.protect)
 
 
 class RandomDeletion:
     """``delete-p``: each word is deleted with probability ``p`` (at least one word is always kept).
-    Punctuation and line structure are kept."""
+    Punctuation and line structure are kept. ``protect``: protected words are never deleted (the
+    draws are those without ``protect``; a protected word's deletion is just not done)."""
 
-    def __init__(self, p: float):
+    def __init__(self, p: float, protect: bool = False):
         self.p = check_p(p)
-        self.name = f"delete-{p}"
+        self.protect = bool(protect)
+        self.name = f"delete-{p}" + ("-protect" if self.protect else "")
 
     def __call__(self, texts: Sequence[str], rng: np.random.Generator) -> list[str]:
         def delete(text: str, spans: Sequence[tuple[int, int]], words: list[int]) -> str:
             drop = rng.random(len(words)) < self.p
             keep_one = int(rng.integers(len(words)))
+            if self.protect and drop.any():
+                mask = surface_protected_mask(text, spans)
+                drop &= ~np.fromiter((mask[w] for w in words), dtype=bool, count=len(words))
             if drop.all():
                 drop[keep_one] = False
             return _delete_spans(text, [spans[w] for w, d in zip(words, drop.tolist()) if d])
@@ -440,18 +489,20 @@ def _cached_vectors(source: str | None, max_words: int | None) -> WordVectors:
 class EmbeddingReplacement:
     """``embedding-p``: each word found in the vectors (not a stop word) is replaced with probability
     ``p`` by one of its ``top_k`` nearest neighbours (cosine), chosen uniformly. Neighbours are only
-    alphabetic words; they are computed for a whole batch at once and memoised."""
+    alphabetic words; they are computed for a whole batch at once and memoised. ``protect``: see the
+    module's docstring (GloVe words are lower-case, so a neighbour is judged by the word lists only)."""
 
     def __init__(self, p: float, vectors: WordVectors | str | None = None, top_k: int = 10,
-                 max_words: int | None = 50000):
+                 max_words: int | None = 50000, protect: bool = False):
         self.p = check_p(p)
+        self.protect = bool(protect)
         if top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         self.top_k = int(top_k)
         self.vectors = vectors if isinstance(vectors, WordVectors) else _cached_vectors(
             None if vectors is None else os.fspath(vectors), max_words)
         vec_name = Path(self.vectors.source).name.split(".")[0]
-        self.name = f"embedding-{vec_name}-{p}-k{top_k}"
+        self.name = f"embedding-{vec_name}-{p}-k{top_k}" + ("-protect" if self.protect else "")
         alpha = np.fromiter((bool(_ALPHA_RE.match(w)) and w.lower() not in STOPWORDS for w in self.vectors.words),
                             dtype=bool, count=len(self.vectors.words))
         self._cand_idx = np.flatnonzero(alpha)  # rows neighbours may come from
@@ -485,5 +536,6 @@ class EmbeddingReplacement:
                     wanted.add(low)
             parsed.append((spans, cands))
         self._fill_neighbours(wanted)
-        return [_replace_some(text, spans, [(i, self._neighbours.get(low, ())) for i, low in cands], self.p, rng)
+        return [_replace_some(text, spans, [(i, self._neighbours.get(low, ())) for i, low in cands], self.p, rng,
+                              self.protect)
                 for text, (spans, cands) in zip(texts, parsed)]

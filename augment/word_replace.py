@@ -16,6 +16,10 @@ tokenizer (lower-cased, accents stripped, every punctuation character a token of
 * uniform replacement (``UnifRep``): each token is replaced with probability ``p`` by a uniformly
   drawn vocabulary word, only in texts of 3 or more tokens (the reference leaves shorter ones alone).
 
+Both take ``protect`` (default False, the reference's behaviour): protected tokens (negations,
+wh-words, numbers, capitalised names; the rules are in :mod:`augment.text_ops`, judged on the
+original capitalisation) are never replaced and protected words are never inserted.
+
 Output: the reference hands the edited word list to WordPiece; here an edited text is that word list
 joined with single spaces, which an uncased BERT tokenizer splits back into the same words. A text in
 which nothing was replaced is returned unchanged, so its augmented view equals the original, as in
@@ -38,7 +42,8 @@ import numpy as np
 
 from uda.io import atomic_write_text
 from augment.base import check_p
-from augment.text_ops import clean_web_text, tokenize, word_tokenize
+from augment.text_ops import (clean_web_text, is_protected_replacement, reference_protected_tokens, tokenize,
+                              word_tokenize)
 
 __all__ = [  # the text operations of augment.text_ops are re-exported under their old names here
     "word_tokenize",
@@ -139,12 +144,19 @@ def replacement_probs(
     idf: dict[str, float],
     p: float,
     unseen_idf: float | None = None,
+    protected: Sequence[bool] | np.ndarray | None = None,
 ) -> np.ndarray:
     """Replacement probability of each token of one text, for TF-IDF word replacement.
 
     score(t) = count of t in the text / len(text) * idf[t] (``unseen_idf``, default the largest idf,
     for words not in ``idf``); prob(t) = (max score - score(t)) / sum over tokens of
     (max score - score) * p * len(text), clipped to 1. If all scores are equal the result is all 0.
+
+    ``protected`` (a mask aligned with the tokens; see :func:`augment.text_ops.protected_mask`):
+    protected tokens get probability 0 and the rule above is applied to the other tokens (their max
+    score, their number and their sum, so that the probabilities average ``p`` over the tokens that
+    may be replaced); the scores themselves stay those of the whole text. A mask with nothing
+    protected gives exactly the result without one.
     """
     n = len(tokens_lower)
     if n == 0:
@@ -155,6 +167,20 @@ def replacement_probs(
     get = idf.get
     word_score = {w: c * get(w, unseen_idf) for w, c in counts.items()}  # times 1/n below
     scores = np.fromiter((word_score[t] for t in tokens_lower), dtype=np.float64, count=n) / n
+    if protected is not None:
+        keep = ~np.asarray(protected, dtype=bool)
+        if len(keep) != n:
+            raise ValueError(f"replacement_probs: {n} tokens but a mask of {len(keep)}")
+        if not keep.all():
+            if not keep.any():
+                return np.zeros(n, dtype=np.float64)
+            gaps = np.where(keep, scores[keep].max() - scores, 0.0)
+            total = gaps.sum()
+            if total <= 0.0:
+                return np.zeros(n, dtype=np.float64)
+            probs = gaps * (p * int(keep.sum()) / total)
+            np.minimum(probs, 1.0, out=probs)
+            return probs
     gaps = scores.max() - scores
     total = gaps.sum()
     if total <= 0.0:
@@ -184,12 +210,37 @@ def _join_all(texts: Sequence[str], per_text: list, words: Sequence[str]) -> lis
     return out
 
 
-class TfIdfWordReplacement:
-    """``tf_idf-p``: replace uninformative words of a text by uninformative corpus words."""
+def _protected_vocab(vocab: Sequence[str], what: str) -> np.ndarray:
+    """Mask of the vocabulary words that must not be inserted (:func:`is_protected_replacement`)."""
+    mask = np.fromiter((is_protected_replacement(w) for w in vocab), dtype=bool, count=len(vocab))
+    if mask.all():
+        raise ValueError(f"{what}(protect=True): every vocabulary word is protected; nothing to replace with")
+    return mask
 
-    def __init__(self, stats: TfIdfStats, p: float):
+
+def _protected_tokens(text: str, protect: bool) -> tuple[list[str], np.ndarray | None]:
+    """``word_tokenize(text)`` and, with ``protect``, its protected-token mask (None without)."""
+    if not protect:
+        return word_tokenize(text), None
+    tokens, mask = reference_protected_tokens(text)
+    return tokens, np.asarray(mask, dtype=bool)
+
+
+class TfIdfWordReplacement:
+    """``tf_idf-p``: replace uninformative words of a text by uninformative corpus words.
+
+    ``protect``: protected tokens (negations, wh-words, numbers, names; see :mod:`augment.text_ops`)
+    are never replaced (the probabilities average ``p`` over the other tokens, see
+    :func:`replacement_probs`) and protected vocabulary words are never inserted: a draw that lands
+    on one is drawn again among the unprotected words (one extra random number, drawn only then),
+    which gives exactly the replacement distribution restricted to the unprotected words. A text
+    without protected tokens, whose draws land on no protected word, comes out exactly as without
+    ``protect``. The name gets the suffix ``-protect``."""
+
+    def __init__(self, stats: TfIdfStats, p: float, protect: bool = False):
         self.p = check_p(p, "replacement probability p")
-        self.name = f"tf_idf-{p}"
+        self.protect = bool(protect)
+        self.name = f"tf_idf-{p}" + ("-protect" if self.protect else "")
         self.stats = stats
         self._idf = stats.idf
         self._unseen_idf = stats.max_idf
@@ -204,6 +255,14 @@ class TfIdfWordReplacement:
         self.sampling_probs: np.ndarray = weights / weights.sum()
         self._cdf = np.cumsum(weights)
         self._cdf_total = float(self._cdf[-1])
+        if self.protect:
+            self._vocab_protected = _protected_vocab(vocab, "TfIdfWordReplacement")
+            allowed = np.flatnonzero(~self._vocab_protected)
+            w = weights[allowed]
+            if w.sum() <= 0.0:  # only the most informative words are unprotected: uniform among them
+                w = np.ones_like(w)
+            self._allowed = allowed
+            self._allowed_cdf = np.cumsum(w)
 
     def sample_words(self, n: int, rng: np.random.Generator) -> list[str]:
         """Draw ``n`` vocabulary words with probability ∝ (max corpus TF-IDF - corpus TF-IDF)."""
@@ -212,6 +271,13 @@ class TfIdfWordReplacement:
         u = rng.random(n) * self._cdf_total
         idx = np.searchsorted(self._cdf, u, side="right")
         np.minimum(idx, len(self.vocab) - 1, out=idx)
+        if self.protect:
+            hits = np.flatnonzero(self._vocab_protected[idx])
+            if len(hits):
+                u = rng.random(len(hits)) * float(self._allowed_cdf[-1])
+                j = np.searchsorted(self._allowed_cdf, u, side="right")
+                np.minimum(j, len(self._allowed) - 1, out=j)
+                idx[hits] = self._allowed[j]
         vocab = self.vocab
         return [vocab[i] for i in idx.tolist()]
 
@@ -219,11 +285,11 @@ class TfIdfWordReplacement:
         per_text = []
         total = 0
         for text in texts:
-            tokens = word_tokenize(text)
+            tokens, mask = _protected_tokens(text, self.protect)
             if not tokens:
                 per_text.append((tokens, np.zeros(0, dtype=np.int64)))
                 continue
-            probs = replacement_probs(tokens, self._idf, self.p, self._unseen_idf)
+            probs = replacement_probs(tokens, self._idf, self.p, self._unseen_idf, mask)
             idx = np.flatnonzero(rng.random(len(probs)) < probs)
             per_text.append((tokens, idx))
             total += len(idx)
@@ -237,27 +303,42 @@ MIN_UNIF_TOKENS = 3
 
 class UniformWordReplacement:
     """``unif-p``: in a text of 3 or more tokens, each token is replaced with probability ``p`` by a
-    uniformly drawn vocabulary word; shorter texts are returned unchanged."""
+    uniformly drawn vocabulary word; shorter texts are returned unchanged.
 
-    def __init__(self, vocab: TfIdfStats | Sequence[str], p: float):
+    ``protect``: protected tokens are never replaced (the others keep probability ``p``) and a drawn
+    protected vocabulary word is drawn again, uniformly among the unprotected ones (an extra random
+    number drawn only then). Name suffix ``-protect``."""
+
+    def __init__(self, vocab: TfIdfStats | Sequence[str], p: float, protect: bool = False):
         self.p = check_p(p, "replacement probability p")
-        self.name = f"unif-{p}"
+        self.protect = bool(protect)
+        self.name = f"unif-{p}" + ("-protect" if self.protect else "")
         words = list(vocab.idf.keys()) if isinstance(vocab, TfIdfStats) else list(vocab)
         if not words:
             raise ValueError("UniformWordReplacement: empty vocabulary")
         self.vocab: list[str] = words
+        if self.protect:
+            self._vocab_protected = _protected_vocab(words, "UniformWordReplacement")
+            self._allowed = np.flatnonzero(~self._vocab_protected)
 
     def __call__(self, texts: Sequence[str], rng: np.random.Generator) -> list[str]:
         per_text = []
         total = 0
         for text in texts:
-            tokens = word_tokenize(text)
+            tokens, mask = _protected_tokens(text, self.protect)
             if len(tokens) < MIN_UNIF_TOKENS:  # the reference's UnifRep leaves short texts alone
                 per_text.append((tokens, np.zeros(0, dtype=np.int64)))
                 continue
             idx = np.flatnonzero(rng.random(len(tokens)) < self.p)
+            if mask is not None:
+                idx = idx[~mask[idx]]
             per_text.append((tokens, idx))
             total += len(idx)
         vocab = self.vocab
-        words = [vocab[i] for i in rng.integers(0, len(vocab), size=total).tolist()]
+        drawn = rng.integers(0, len(vocab), size=total)
+        if self.protect:
+            hits = np.flatnonzero(self._vocab_protected[drawn])
+            if len(hits):
+                drawn[hits] = self._allowed[rng.integers(0, len(self._allowed), size=len(hits))]
+        words = [vocab[i] for i in drawn.tolist()]
         return _join_all(texts, per_text, words)

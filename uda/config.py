@@ -83,6 +83,9 @@ class AugmentConfig:
         None, "Word-level probability averaged over a text: replacement (tf_idf, unif, wordnet, embedding), deletion "
         "(delete) or swaps per word (swap). None: the method's default (augment.registry.DEFAULT_P); the task "
         "configs set their own.")
+    protect: bool = _f(
+        False, "Word-level methods leave negations, wh-words, numbers and capitalised names alone (never replaced, "
+        "deleted, moved or inserted): the edits that would change what a question asks. On in the squad_v2 config.")
     file: Optional[str] = _f(
         None, "Precomputed augmented copies (jsonl(.gz) with 'text' and 'augmented' list) for method=precomputed."
     )
@@ -151,7 +154,12 @@ class CheckpointConfig:
     every_steps: Optional[int] = _f(
         None, "Also save a checkpoint every this many steps (None: only at each evaluation, which always saves)."
     )
-    keep_top_k: int = _f(1, "Keep this many best checkpoints by the task's dev metric, plus the latest; delete the rest.")
+    every_minutes: Optional[float] = _f(
+        None, "Also save a checkpoint when this many minutes have passed since the last save (None: off), so a "
+        "killed run loses at most that much training."
+    )
+    keep_top_k: int = _f(1, "Keep this many best checkpoints by the task's dev metric (by each of its ranking "
+                            "metrics, for a task that declares several), plus the latest; delete the rest.")
     resume: bool = _f(
         False, "Continue the unfinished run in --output_dir from its latest checkpoint (an error if it has none); "
         "options that differ from the run's config.yaml are allowed, with a warning."
@@ -393,6 +401,8 @@ def validate(cfg: Config) -> None:
     need(cfg.model.max_length >= 8, f"model.max_length must be >= 8, got {cfg.model.max_length}")
     c = cfg.checkpoint
     need(c.every_steps is None or c.every_steps >= 1, f"checkpoint.every_steps must be >= 1 or None, got {c.every_steps}")
+    need(c.every_minutes is None or c.every_minutes > 0,
+         f"checkpoint.every_minutes must be > 0 or None, got {c.every_minutes}")
     need(c.keep_top_k >= 1, f"checkpoint.keep_top_k must be >= 1, got {c.keep_top_k}")
     need(t.max_nonfinite_steps is None or t.max_nonfinite_steps >= 1,
          f"train.max_nonfinite_steps must be >= 1 or None, got {t.max_nonfinite_steps}")
