@@ -151,3 +151,41 @@ def test_a_nan_on_one_process_is_skipped_by_all(model_dir, tiny_text_data, copie
     steps = [line for line in lines if "train/nonfinite_skipped" in line]
     assert [line["step"] for line in steps if "train/loss" in line] == [1, 2, 4, 5, 6]
     assert [line["train/nonfinite_skipped"] for line in steps] == [0, 0, 1, 1, 1, 1]
+
+
+def test_two_nodes_match_two_processes_on_one_node(model_dir, tiny_text_data, copies_file, tmp_path):  # noqa: F811
+    """The multi-node path: two torchrun "nodes" on this machine (--nnodes 2, one process each, the
+    rendezvous on 127.0.0.1) against one torchrun node with two processes: both nodes take part,
+    evaluation counts every example once, and the final weights are those of the one-node run."""
+    from uda.config import save_config
+
+    one_node, two_nodes = tmp_path / "one_node", tmp_path / "two_nodes"
+    _launch("torchrun", REPO / "scripts" / "train_uda.py",
+            tiny_config(model_dir, tiny_text_data, one_node, **_options(copies_file, 2)), tmp_path)
+    cfg = tiny_config(model_dir, tiny_text_data, two_nodes, **_options(copies_file, 2))
+    save_config(cfg, tmp_path / "nodes.yaml")
+    port = _free_port()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    nodes = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "1",
+                               "--node_rank", str(rank), "--master_addr", "127.0.0.1", "--master_port", str(port),
+                               str(REPO / "scripts" / "train_uda.py"), "--task", "text_classification",
+                               "--config", str(tmp_path / "nodes.yaml")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+             for rank in (0, 1)]
+    outputs = [n.communicate(timeout=300) for n in nodes]
+    for n, (out, err) in zip(nodes, outputs):
+        assert n.returncode == 0, out[-3000:] + err[-5000:]
+    results = json.loads((two_nodes / "results.json").read_text())
+    ref = json.loads((one_node / "results.json").read_text())
+    assert results["num_processes"] == 2
+    procs = results["processes"]
+    assert [p["rank"] for p in procs] == [0, 1] and procs[0]["pid"] != procs[1]["pid"]
+    assert [p["examples"] for p in procs] == [{"labeled": 12, "unlabeled": 24}] * 2  # both nodes trained
+    assert [h["num_examples"] for h in results["dev_history"]] == [40, 40]
+    assert results["test"]["num_examples"] == 60
+    preds = [json.loads(line) for line in (two_nodes / "predictions_test.jsonl").read_text().splitlines()]
+    assert len({p["id"] for p in preds}) == len(preds) == 60
+    for a, b in zip(training_lines(two_nodes), training_lines(one_node)):
+        assert a == pytest.approx(b, rel=1e-6, abs=1e-7)
+    w2, w1 = weights(two_nodes / "model"), weights(one_node / "model")
+    assert all(torch.equal(w2[k], w1[k]) for k in w1)
