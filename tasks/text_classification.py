@@ -26,6 +26,36 @@ def clean_text(text: str) -> str:
     return _BR.sub(" ", text)
 
 
+def window_token_ids(tokenizer: Any, texts: Sequence[str], max_length: int,
+                     chars_per_token: int = 8) -> list[list[int]]:
+    """Token ids of each text cut to ``max_length`` on the tokenizer's truncation side: exactly what
+    ``tokenizer(texts, truncation=True, max_length=max_length)`` gives, but without tokenising the
+    part of a long text that truncation throws away (an IMDB review is often several windows long,
+    and tokenising it whole was most of the library's overhead over a bare training loop).
+
+    A text longer than ``max_length * chars_per_token`` characters is first cut at a space on the
+    side truncation removes. Words on the kept side tokenise the same either way (the tokenizer
+    splits at whitespace before anything else), so when the cut text still fills the window its
+    window is the full text's; a cut text that does not fill it is tokenised again whole.
+    """
+    limit = max_length * chars_per_token
+    left = tokenizer.truncation_side == "left"
+    cut = []
+    for t in texts:
+        if len(t) <= limit:
+            cut.append(t)
+            continue
+        i = t.find(" ", len(t) - limit) if left else t.rfind(" ", 0, limit)
+        cut.append(t if i <= 0 else (t[i:] if left else t[:i]))
+    ids = tokenizer(cut, truncation=True, max_length=max_length)["input_ids"]
+    short = [j for j, (t, c) in enumerate(zip(texts, cut)) if c is not t and len(ids[j]) < max_length]
+    if short:  # the cut text did not fill the window: what was cut away is needed
+        for j, full in zip(short, tokenizer([texts[j] for j in short], truncation=True,
+                                            max_length=max_length)["input_ids"]):
+            ids[j] = full
+    return ids
+
+
 def accuracy_and_macro_f1(preds: np.ndarray, labels: np.ndarray, num_classes: int) -> dict[str, float]:
     """Accuracy, and macro-F1 over classes (classes absent from both preds and labels are skipped)."""
     out = {"accuracy": float((preds == labels).mean()) if len(labels) else 0.0}
@@ -119,9 +149,11 @@ class TextClassificationTask:
                                      cfg.model.trust_remote_code)
 
     # ------------------------------------------------------------------ batches
+    def _token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        return window_token_ids(self.tokenizer, [clean_text(t) for t in texts], self.max_length)
+
     def _encode(self, texts: Sequence[str]) -> dict:
-        return dict(self.tokenizer([clean_text(t) for t in texts], truncation=True, max_length=self.max_length,
-                                   padding=True, return_tensors="pt"))
+        return pad_right(self._token_ids(texts), self.tokenizer.pad_token_id)
 
     def collate_labeled(self, examples: list) -> dict:
         batch = self._encode([e["text"] for e in examples])
@@ -156,12 +188,8 @@ class TextClassificationTask:
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, model: torch.nn.Module, examples: Sequence[Any], accelerator: Any,
                  batch_size: int, split: str, out_dir: Any = None) -> dict[str, float]:
-        texts = [clean_text(e["text"]) for e in examples]
-        encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]
+        encoded = self._token_ids([e["text"] for e in examples])
         batches = length_sorted_batches([len(ids) for ids in encoded], batch_size)
-
-        if self.tokenizer.padding_side != "right":
-            raise ValueError("evaluation pads on the right; the tokenizer pads on the left")
 
         def collate(indices: list[int]) -> dict:
             batch = pad_right([encoded[i] for i in indices], self.tokenizer.pad_token_id)
