@@ -20,15 +20,14 @@ from typing import Any, Literal, Optional, Union
 
 import yaml
 
+from uda.errors import ConfigError  # noqa: F401 (re-exported: uda.config.ConfigError)
+
 # Task defaults and recipes: shipped inside the package as uda/configs/ (package data of the wheel);
 # in a checkout they are the top-level configs/ folder, which is what the wheel packs.
 _PACKAGED_CONFIGS = Path(__file__).resolve().parent / "configs"
 _CHECKOUT_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 CONFIG_DIR = _PACKAGED_CONFIGS if _PACKAGED_CONFIGS.is_dir() else _CHECKOUT_CONFIGS
 
-
-class ConfigError(ValueError):
-    """A configuration value or key is invalid; the message names it and says what to do."""
 
 
 def _f(default: Any, help: str, **kw: Any) -> Any:

@@ -14,6 +14,8 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 
 import torch
 
+from uda.errors import ConfigError
+
 
 @dataclass
 class TaskData:
@@ -120,8 +122,6 @@ def registered_tasks() -> list[str]:
 
 
 def task_spec(name: str) -> TaskSpec:
-    from uda.config import ConfigError
-
     if name not in _TASKS:
         known = ", ".join(registered_tasks()) or "none registered: import the package that defines them (tasks)"
         raise ConfigError(f"unknown task '{name}': choose one of {known}")
