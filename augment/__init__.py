@@ -5,6 +5,7 @@
 - ``word_level``: WordNet synonyms, random swap / deletion, GloVe-neighbour replacement.
 - ``backtranslate``: back-translation through MarianMT models or Apertium.
 - ``precomputed``: copies made ahead of time, looked up by the original text.
+- ``nlpaug_adapter``: any nlpaug text augmenter as a method (``nlpaug:keyboard``, ...), seeded per text.
 - ``compose``, ``registry``, ``build``: chaining, methods by name, and the config's augmenter.
 - ``pipeline``: whole data sets with workers / ranks, a cache, resume and an ordered merge
   (``scripts/uda_augment.py`` is its command line).

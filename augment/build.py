@@ -14,6 +14,8 @@ def _options(cfg: Any) -> dict:
         opts["wordnet_dir"] = cfg.wordnet_dir
     if getattr(cfg, "vectors", None) is not None:
         opts["vectors"] = cfg.vectors
+    if getattr(cfg, "nlpaug_args", None) is not None:
+        opts["nlpaug_args"] = cfg.nlpaug_args
     if getattr(cfg, "protect", None):  # a config with augment.protect (word-level stages keep protected words)
         opts["protect"] = cfg.protect
     return opts

@@ -168,7 +168,9 @@ _WORKER_AUG: Any = None
 
 def _init_worker(method: str, options: dict, tfidf_stats: Any, threads: int) -> None:
     global _WORKER_AUG
-    if "marian" in method:  # share the cores between the workers' torch thread pools
+    from augment.nlpaug_adapter import uses_torch
+
+    if "marian" in method or uses_torch(method):  # share the cores between the workers' torch thread pools
         import torch
 
         torch.set_num_threads(max(1, threads))

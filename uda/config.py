@@ -10,6 +10,7 @@ PyYAML) becomes the float it means.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 import types
@@ -71,12 +72,17 @@ class DataConfig:
     max_test: Optional[int] = _f(None, "Evaluate on a seeded balanced subset of the test set (None: all of it).")
 
 
+# the training augmenters (augment/registry.py has them all; back-translation runs ahead, in uda-augment)
+_AUGMENT_METHODS = ("precomputed", "tf_idf", "unif", "wordnet", "swap", "delete", "embedding")
+
+
 @dataclass
 class AugmentConfig:
-    method: Literal["tf_idf", "unif", "precomputed", "wordnet", "swap", "delete", "embedding"] = _f(
-        "tf_idf", "How the augmented view is made: TF-IDF word replacement, uniform word replacement, read from a "
-        "precomputed file (made by scripts/uda_augment.py, e.g. back-translation), WordNet synonym replacement, random "
-        "word swap, random word deletion, or word-embedding (GloVe) neighbour replacement."
+    method: str = _f(
+        "tf_idf", "How the augmented view is made: tf_idf (TF-IDF word replacement), unif (uniform word replacement), "
+        "precomputed (copies read from a file made by uda-augment, e.g. back-translation), wordnet (WordNet "
+        "synonyms), swap, delete, embedding (GloVe neighbours), or nlpaug:NAME (an nlpaug augmenter, e.g. "
+        "nlpaug:keyboard, with augment.nlpaug_args; docs/nlpaug.md)."
     )
     p: Optional[float] = _f(
         None, "Word-level probability averaged over a text: replacement (tf_idf, unif, wordnet, embedding), deletion "
@@ -88,10 +94,12 @@ class AugmentConfig:
     file: Optional[str] = _f(
         None, "Precomputed augmented copies (jsonl(.gz) with 'text' and 'augmented' list) for method=precomputed."
     )
-    then: Optional[Literal["tf_idf", "unif", "wordnet", "swap", "delete", "embedding"]] = _f(
-        None, "A word-level method applied after `method` with the same p (e.g. precomputed back-translation, then "
-              "tf_idf); None: nothing more."
+    then: Optional[str] = _f(
+        None, "A word-level method (or nlpaug:NAME) applied after `method` with the same p (e.g. precomputed "
+              "back-translation, then tf_idf); None: nothing more."
     )
+    nlpaug_args: Optional[str] = _f(
+        None, "nlpaug:NAME methods: a JSON object of the nlpaug class's keyword arguments, e.g. '{\"aug_char_p\": 0.1}'.")
     wordnet_dir: Optional[str] = _f(
         None, "WordNet database folder for wordnet (None: $WORDNET_DIR or /usr/share/wordnet of Debian's wordnet-base)."
     )
@@ -271,8 +279,9 @@ def _apply(obj: Any, updates: dict, prefix: str, source: str) -> None:
     for key, value in updates.items():
         full = f"{prefix}{key}"
         if key not in names:
-            close = [n for n in names if n.startswith(str(key)[:3])]
-            hint = f" (did you mean {', '.join(prefix + c for c in close)}?)" if close else ""
+            close = difflib.get_close_matches(str(key), sorted(names), n=1, cutoff=0.5) or \
+                sorted(n for n in names if n.startswith(str(key)[:3]))[:1]
+            hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
             raise ConfigError(f"unknown config key '{full}' in {source}{hint}; see --help for the valid keys")
         current = getattr(obj, key)
         if dataclasses.is_dataclass(current):
@@ -395,6 +404,11 @@ def validate(cfg: Config) -> None:
     need(d.num_labeled >= 0, f"data.num_labeled must be >= 1, or 0 for all labelled examples, got {d.num_labeled}")
     need(d.dev_size >= 0, f"data.dev_size must be >= 0, got {d.dev_size}")
     need(cfg.augment.p is None or 0 <= cfg.augment.p <= 1, f"augment.p must be in [0, 1], got {cfg.augment.p}")
+    a = cfg.augment
+    for key, name in (("augment.method", a.method), ("augment.then", a.then)):
+        allowed = _AUGMENT_METHODS if key == "augment.method" else _AUGMENT_METHODS[1:]
+        need(name is None or name in allowed or name.startswith("nlpaug:"),
+             f"{key} must be one of {list(allowed)} or nlpaug:NAME, got {name!r}")
     need(cfg.augment.method != "precomputed" or cfg.augment.file is not None,
          "augment.method=precomputed needs augment.file (a jsonl of augmented copies)")
     need(cfg.model.max_length >= 8, f"model.max_length must be >= 8, got {cfg.model.max_length}")
