@@ -47,6 +47,7 @@ setup(
         "pyyaml>=6.0",  # configs
         "tqdm>=4.66",
         "sentencepiece>=0.2.0",  # tokenizers of MarianMT back-translation models and SentencePiece encoders
+        "bm25s>=0.2",  # BM25 over a SQuAD file's paragraphs for --task passages (tested: 0.3.16; needs numpy only)
     ],
     extras_require={
         # `embedding` augmentation with the offline GloVe 6B 50d vectors (augment/word_level.py)

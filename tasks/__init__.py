@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks import qa_config, text_config
+from tasks import passages_config, qa_config, text_config
 from uda.task import get_task, register_task  # noqa: F401 (re-exported: tasks.get_task)
 
 
@@ -25,6 +25,13 @@ def _squad_v2() -> Any:
     return QATask()
 
 
+def _passages() -> Any:
+    from tasks.passages import PassagesTask
+
+    return PassagesTask()
+
+
 register_task("imdb", _text_classification, text_config.SECTIONS)
 register_task("text_classification", _text_classification, text_config.SECTIONS)
 register_task("squad_v2", _squad_v2, qa_config.SECTIONS)
+register_task("passages", _passages, passages_config.SECTIONS)

@@ -5,25 +5,42 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from uda.config import ConfigError, _f
-
-
-def _need(cond: bool, msg: str) -> None:
-    if not cond:
-        raise ConfigError(msg)
+from uda.config import _f, require
 
 
 @dataclass
-class QAConfig:
+class ArticleSplit:
+    """What the QA tasks share: question and answer lengths, and the deterministic few-label split of a
+    SQuAD-format file by article (its sha256(title) order): test articles first, then dev, then the
+    labelled pool, the rest unlabelled."""
+
+    max_question_length: int = _f(64, "Questions are cut to at most this many tokens.")
+    max_answer_length: int = _f(30, "Longest answer span, in tokens, that prediction considers.")
+    test_articles: int = _f(10, "Held-out test articles: the first ones in sha256(title) order.")
+    dev_articles: int = _f(3, "Dev articles (model selection, threshold fitting): the next ones in that order.")
+    labeled_articles: int = _f(8, "Labelled-pool articles (data.num_labeled questions are drawn from them): the "
+                               "next ones; every remaining article is the unlabelled pool.")
+
+    def validate_split(self, section: str) -> None:
+        require(self.max_question_length >= 1 and self.max_answer_length >= 1,
+                f"{section}.max_question_length and {section}.max_answer_length must be >= 1")
+        require(self.test_articles >= 1 and self.labeled_articles >= 1 and self.dev_articles >= 0,
+                f"{section}.test_articles and {section}.labeled_articles must be >= 1, {section}.dev_articles >= 0")
+
+
+@dataclass
+class QAConfig(ArticleSplit):
     """Extractive question answering (task squad_v2); ignored by other tasks."""
 
     doc_stride: int = _f(128, "Context tokens shared by consecutive windows when a context is longer than "
                          "model.max_length (the tokenizer's stride, as in transformers' run_qa).")
-    max_question_length: int = _f(64, "Questions are cut to at most this many tokens.")
-    max_answer_length: int = _f(30, "Longest answer span, in tokens, that prediction considers.")
     n_best: int = _f(20, "Start and end candidates per window, and spans kept per question (n-best list).")
-    span_loss_weight: float = _f(1.0, "Weight of the span loss (mean of the start and end cross-entropies).")
-    answerability_loss_weight: float = _f(1.0, "Weight of the answerability head's cross-entropy.")
+    span_loss_weight: float = _f(
+        1.0, "Weight of the span loss (mean of the start and end cross-entropies) in the supervised loss; TSA "
+        "masks it on the gold span's probability.")
+    answerability_loss_weight: float = _f(
+        1.0, "Weight of the answerability head's cross-entropy in the supervised loss; TSA masks it on the head's "
+        "probability of the gold label (K = 2).")
     null_span_weight: float = _f(0.5, "Weight of (null score - best span score) in the no-answer score.")
     null_answerability_weight: float = _f(
         0.5, "Weight of the answerability head's no-answer log-odds in the no-answer score.")
@@ -36,23 +53,17 @@ class QAConfig:
                               "head has its own threshold (K=2) on its probability of the gold label.")
     answerability_consistency: bool = _f(True, "Include the answerability head's distribution in the consistency "
                                          "loss (false: only the start and end distributions).")
-    test_articles: int = _f(10, "Held-out test articles: the first ones in sha256(title) order.")
-    dev_articles: int = _f(3, "Dev articles (model selection, threshold fitting): the next ones in that order.")
-    labeled_articles: int = _f(8, "Labelled-pool articles (data.num_labeled questions are drawn from them): the "
-                               "next ones; every remaining article is the unlabelled pool.")
-
     def validate(self) -> None:
-        _need(self.max_question_length >= 1 and self.max_answer_length >= 1 and self.n_best >= 1,
+        require(self.max_question_length >= 1 and self.max_answer_length >= 1 and self.n_best >= 1,
               "qa.max_question_length, qa.max_answer_length and qa.n_best must be >= 1")
-        _need(self.doc_stride >= 0, f"qa.doc_stride must be >= 0, got {self.doc_stride}")
-        _need(min(self.span_loss_weight, self.answerability_loss_weight, self.null_span_weight,
+        require(self.doc_stride >= 0, f"qa.doc_stride must be >= 0, got {self.doc_stride}")
+        require(min(self.span_loss_weight, self.answerability_loss_weight, self.null_span_weight,
                   self.null_answerability_weight) >= 0,
               "qa loss and no-answer weights must be >= 0")
-        _need(self.span_loss_weight + self.answerability_loss_weight > 0,
+        require(self.span_loss_weight + self.answerability_loss_weight > 0,
               "qa.span_loss_weight + qa.answerability_loss_weight must be > 0")
-        _need(self.tsa_num_classes >= 2, f"qa.tsa_num_classes must be >= 2, got {self.tsa_num_classes}")
-        _need(self.test_articles >= 1 and self.labeled_articles >= 1 and self.dev_articles >= 0,
-              "qa.test_articles and qa.labeled_articles must be >= 1, qa.dev_articles >= 0")
+        require(self.tsa_num_classes >= 2, f"qa.tsa_num_classes must be >= 2, got {self.tsa_num_classes}")
+        self.validate_split("qa")
 
 
 SECTIONS = {"qa": QAConfig}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import nn
@@ -65,38 +65,58 @@ class QAWithAnswerability(HeadedModel):
             indent=2), encoding="utf-8")
 
 
-def build_qa_model(name_or_path: str, dropout: Optional[float] = None, trust_remote_code: bool = False) \
-        -> QAWithAnswerability:
-    """A new reader from a pretrained encoder (the span and answerability heads start untrained)."""
+def span_model_from_pretrained(name_or_path: str, dropout: Optional[float] = None,
+                               trust_remote_code: bool = False) -> nn.Module:
+    """transformers' AutoModelForQuestionAnswering (encoder + start/end head) from a pretrained encoder,
+    with ``dropout`` (None: the model's) on its hidden states and attention."""
     from transformers import AutoConfig, AutoModelForQuestionAnswering
 
     kwargs: dict = {}
     if dropout is not None:
         kwargs.update(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code, **kwargs)
-    qa = AutoModelForQuestionAnswering.from_pretrained(name_or_path, config=config,
-                                                       trust_remote_code=trust_remote_code)
-    return QAWithAnswerability(qa, dropout)
+    return AutoModelForQuestionAnswering.from_pretrained(name_or_path, config=config,
+                                                         trust_remote_code=trust_remote_code)
+
+
+def build_qa_model(name_or_path: str, dropout: Optional[float] = None, trust_remote_code: bool = False) \
+        -> QAWithAnswerability:
+    """A new reader from a pretrained encoder (the span and answerability heads start untrained)."""
+    return QAWithAnswerability(span_model_from_pretrained(name_or_path, dropout, trust_remote_code), dropout)
 
 
 def load_qa_model(path: str | Path, trust_remote_code: bool = False) -> QAWithAnswerability:
     """Load a reader saved by :meth:`QAWithAnswerability.save_pretrained`."""
-    from safetensors import safe_open
+    return load_reader(path, QAWithAnswerability, HEAD_CONFIG, ("answerability",), "squad_v2", trust_remote_code)
+
+
+def load_reader(path: str | Path, cls: Any, head_config: str, heads: tuple[str, ...], task: str,
+                trust_remote_code: bool = False) -> Any:
+    """A reader ``cls(span_model, dropout)`` saved by its save_pretrained: the span model through
+    transformers, then the heads' weights, and the dropout recorded in ``head_config``."""
     from transformers import AutoModelForQuestionAnswering
 
     p = Path(path)
-    if not (p / HEAD_CONFIG).is_file():
-        raise FileNotFoundError(f"'{p}' has no {HEAD_CONFIG}: not a reader saved by the squad_v2 task")
-    head_cfg = json.loads((p / HEAD_CONFIG).read_text(encoding="utf-8"))
+    if not (p / head_config).is_file():
+        raise FileNotFoundError(f"'{p}' has no {head_config}: not a reader saved by the {task} task")
+    head_cfg = json.loads((p / head_config).read_text(encoding="utf-8"))
     qa = AutoModelForQuestionAnswering.from_pretrained(str(p), trust_remote_code=trust_remote_code)
-    model = QAWithAnswerability(qa, head_cfg.get("dropout"))
-    files = sorted(p.glob("model*.safetensors"))
-    state = {}
-    for f in files:
-        with safe_open(str(f), framework="pt") as sf:
-            state.update({k[len("answerability."):]: sf.get_tensor(k) for k in sf.keys()
-                          if k.startswith("answerability.")})
-    if not state:
-        raise FileNotFoundError(f"no answerability.* weights in the safetensors files of '{p}'")
-    model.answerability.load_state_dict(state)
+    model = cls(qa, head_cfg.get("dropout"))
+    load_heads(model, p, heads)
     return model
+
+
+def load_heads(model: nn.Module, folder: Path, heads: tuple[str, ...]) -> None:
+    """Load the weights of ``model``'s own heads (its submodules ``heads``) from the safetensors files of
+    a folder its save_pretrained wrote (transformers' loader skips them: they are not the span model's)."""
+    from safetensors import safe_open
+
+    state: dict = {}
+    for f in sorted(Path(folder).glob("model*.safetensors")):
+        with safe_open(str(f), framework="pt") as sf:
+            state.update({k: sf.get_tensor(k) for k in sf.keys() if k.split(".")[0] in heads})
+    for name in heads:
+        part = {k[len(name) + 1:]: v for k, v in state.items() if k.startswith(name + ".")}
+        if not part:
+            raise FileNotFoundError(f"no {name}.* weights in the safetensors files of '{folder}'")
+        getattr(model, name).load_state_dict(part)

@@ -1,4 +1,4 @@
-"""Checkpoints: atomic saves, ``latest``/``best`` pointers, top-k by the dev metric, exact-resume state.
+"""Checkpoints: atomic saves, ``latest``/``best`` pointers, top-k by the dev metric(s), exact-resume state.
 
 Layout of ``<run folder>/checkpoints``::
 
@@ -8,12 +8,19 @@ Layout of ``<run folder>/checkpoints``::
         meta.json           {"step": 40, "metric": 0.85}: the dev metric ranks checkpoints for top-k
     latest                  text file: the name of the newest checkpoint
     best                    text file: the name of the best checkpoint by the dev metric
+    best_em, best_f1        instead of ``best``, for a task ranking by several metrics (``rankings``)
     .tmp-step-00000060/     a save in progress, or the remains of a killed one (removed by the next save)
 
 A save writes everything into the temporary folder and then renames it into place (one ``os.replace``),
 so a process killed during a save leaves every earlier checkpoint untouched and loadable. Pointers are
 written the same way (temporary file, then rename). State is read back with
 ``torch.load(weights_only=True)``: tensors and plain Python containers only, never code.
+
+Rankings: by default one, by the selection metric (``metric``), with the pointer ``best``. A task may
+rank by several dev metrics (``rankings={"best_em": "em", "best_f1": "f1"}``, see :func:`rankings_for`):
+meta.json then also holds ``"metrics": {"em": ..., "f1": ...}``, each ranking has its pointer, and
+pruning keeps the union of the top-k of every ranking plus the latest. The model selected for the
+test set is still the best by ``metric``.
 """
 
 from __future__ import annotations
@@ -24,9 +31,9 @@ import random
 import re
 import shutil
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -38,6 +45,7 @@ STATE_FILE = "training_state.pt"
 META_FILE = "meta.json"
 POINTERS = ("latest", "best")
 _NAME = re.compile(r"^step-(\d+)$")
+_BEST_POINTER = re.compile(r"^best(_.+)?$")
 
 
 class CheckpointError(RuntimeError):
@@ -49,6 +57,23 @@ class Checkpoint:
     path: Path
     step: int
     metric: Optional[float]  # dev metric at this step; None when no evaluation happened here
+    metrics: Mapping[str, Optional[float]] = field(default_factory=dict)  # the ranking metrics' values
+
+    def value(self, name: Optional[str]) -> Optional[float]:
+        """The value ranking ``name`` reads (None: the selection metric)."""
+        return self.metric if name is None else self.metrics.get(name)
+
+
+def rankings_for(select_metric: str, rank_metrics: Optional[Sequence[str]]) -> Optional[dict[str, str]]:
+    """Pointer name -> dev metric of each ranking; None for the single default one (pointer ``best``,
+    by the selection metric). A task's ``rank_metrics`` (e.g. ("em", "f1")) give pointers
+    ``best_<metric>``; the selection metric is ranked too when it is not among them."""
+    names = list(dict.fromkeys(rank_metrics or ()))
+    if not names or names == [select_metric]:
+        return None
+    if select_metric not in names:
+        names.append(select_metric)
+    return {f"best_{n}": n for n in names}
 
 
 def name_for(step: int) -> str:
@@ -72,7 +97,8 @@ def list_checkpoints(root: Path) -> list[Checkpoint]:
         except (OSError, json.JSONDecodeError) as e:
             raise CheckpointError(f"checkpoint '{d}' has an unreadable {META_FILE}: {e}") from None
         metric = meta.get("metric")
-        found.append(Checkpoint(d, int(m.group(1)), None if metric is None else float(metric)))
+        metrics = {k: None if v is None else float(v) for k, v in (meta.get("metrics") or {}).items()}
+        found.append(Checkpoint(d, int(m.group(1)), None if metric is None else float(metric), metrics))
     return sorted(found, key=lambda c: c.step)
 
 
@@ -83,22 +109,27 @@ def latest(root: Path) -> Optional[Checkpoint]:
     return ckpts[-1] if ckpts else None
 
 
-def _ranked(ckpts: list[Checkpoint]) -> list[Checkpoint]:
-    """Checkpoints with a metric, best first; ties keep the earlier step."""
-    return sorted((c for c in ckpts if c.metric is not None), key=lambda c: (-c.metric, c.step))
+def _ranked(ckpts: list[Checkpoint], name: Optional[str] = None) -> list[Checkpoint]:
+    """Checkpoints with a value of ``name`` (None: the selection metric), best first; ties keep the
+    earlier step."""
+    return sorted((c for c in ckpts if c.value(name) is not None), key=lambda c: (-c.value(name), c.step))
 
 
-def best(root: Path) -> Optional[Checkpoint]:
-    ranked = _ranked(list_checkpoints(root))
+def best(root: Path, name: Optional[str] = None) -> Optional[Checkpoint]:
+    """The best checkpoint by ``name`` (None: by the selection metric)."""
+    ranked = _ranked(list_checkpoints(root), name)
     return ranked[0] if ranked else None
 
 
 # ----------------------------------------------------------------------------- saving
 
 def save(root: Path, step: int, metric: Optional[float], keep_top_k: int,
-         write_model: Callable[[Path], None], state: dict, metric_name: Optional[str] = None) -> Checkpoint:
+         write_model: Callable[[Path], None], state: dict, metric_name: Optional[str] = None,
+         rankings: Optional[Mapping[str, str]] = None,
+         metrics: Optional[Mapping[str, Optional[float]]] = None) -> Checkpoint:
     """Write checkpoint ``step`` atomically, update the pointers and delete checkpoints that are
-    neither the latest nor among the ``keep_top_k`` best by ``metric``. Call from one process only.
+    neither the latest nor among the ``keep_top_k`` best by ``metric`` (with ``rankings``: by each
+    ranking's metric, whose values at this step ``metrics`` gives). Call from one process only.
 
     ``write_model(folder)`` saves the model there (e.g. ``task.save``); ``state`` is saved with
     ``torch.save`` and must hold only tensors and plain Python values.
@@ -112,8 +143,11 @@ def save(root: Path, step: int, metric: Optional[float], keep_top_k: int,
     with _no_progress_bars():
         write_model(tmp / MODEL_DIR)
     torch.save(state, tmp / STATE_FILE)
-    (tmp / META_FILE).write_text(json.dumps({"step": step, "metric": metric, "metric_name": metric_name}),
-                                 encoding="utf-8")
+    meta: dict = {"step": step, "metric": metric, "metric_name": metric_name}
+    if rankings:
+        meta["metrics"] = {n: (None if (metrics or {}).get(n) is None else float(metrics[n]))
+                           for n in rankings.values()}
+    (tmp / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
     _fsync_tree(tmp)
     if final.exists():  # the same step saved again: move the old one aside, then swap
         old = root / f".old-{name}"
@@ -124,36 +158,53 @@ def save(root: Path, step: int, metric: Optional[float], keep_top_k: int,
     else:
         os.replace(tmp, final)
     _fsync_dir(root)
-    write_pointers(root)
-    prune(root, keep_top_k)
-    return Checkpoint(final, step, metric)
+    write_pointers(root, rankings)
+    prune(root, keep_top_k, rankings)
+    return Checkpoint(final, step, metric, dict(meta.get("metrics", {})))
 
 
-def rescore(root: Path, metric_name: str, values: dict[int, Optional[float]]) -> list[Checkpoint]:
+def rescore(root: Path, metric_name: str, values: dict[int, Optional[float]],
+            rankings: Optional[Mapping[str, str]] = None,
+            history: Optional[Mapping[int, Mapping[str, float]]] = None) -> list[Checkpoint]:
     """Re-rank the checkpoints under ``root`` by another dev metric: each checkpoint whose recorded metric
     name is not ``metric_name`` gets ``values[step]`` (None where that step was not evaluated), and the
-    pointers follow. Returns the checkpoints changed. For a resumed run whose ``--eval.select_metric``
-    changed; ``values`` comes from its dev history. Call from one process only."""
+    pointers follow. With ``rankings``, a ranking metric a checkpoint has no value of gets it from
+    ``history`` (step -> dev metrics). Returns the checkpoints changed. For a resumed run whose
+    ``--eval.select_metric`` changed; ``values`` and ``history`` come from its dev history. Call from
+    one process only."""
     changed = []
     for c in list_checkpoints(root):
         meta_path = c.path / META_FILE
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("metric_name") == metric_name:
+        missing = [n for n in (rankings or {}).values() if n not in (meta.get("metrics") or {})]
+        if meta.get("metric_name") == metric_name and not missing:
             continue
-        value = values.get(c.step)
-        meta.update({"metric": None if value is None else float(value), "metric_name": metric_name})
+        if meta.get("metric_name") != metric_name:
+            value = values.get(c.step)
+            meta.update({"metric": None if value is None else float(value), "metric_name": metric_name})
+        for n in missing:
+            v = (history or {}).get(c.step, {}).get(n)
+            meta.setdefault("metrics", {})[n] = None if v is None else float(v)
         atomic_write_text(meta_path, json.dumps(meta))
-        changed.append(Checkpoint(c.path, c.step, meta["metric"]))
+        changed.append(Checkpoint(c.path, c.step, meta["metric"], dict(meta.get("metrics", {}))))
     if changed:
-        write_pointers(root)
+        write_pointers(root, rankings)
     return changed
 
 
-def write_pointers(root: Path) -> None:
-    """Point ``latest`` and ``best`` at the current checkpoints (each file replaced atomically)."""
+def write_pointers(root: Path, rankings: Optional[Mapping[str, str]] = None) -> None:
+    """Point ``latest`` and the best pointer of each ranking (``best`` by default) at the current
+    checkpoints (each file replaced atomically); best pointers of other rankings are removed."""
+    root = Path(root)
     ckpts = list_checkpoints(root)
-    ranked = _ranked(ckpts)
-    targets = {"latest": ckpts[-1] if ckpts else None, "best": ranked[0] if ranked else None}
+    targets: dict[str, Optional[Checkpoint]] = {"latest": ckpts[-1] if ckpts else None}
+    for pointer, name in (rankings or {"best": None}).items():
+        ranked = _ranked(ckpts, name)
+        targets[pointer] = ranked[0] if ranked else None
+    if root.is_dir():
+        for f in root.iterdir():
+            if f.is_file() and _BEST_POINTER.match(f.name) and f.name not in targets:
+                f.unlink()
     for pointer, target in targets.items():
         path = Path(root) / pointer
         if target is None:
@@ -171,12 +222,12 @@ def read_pointer(root: Path, pointer: str) -> Optional[Path]:
     return target if target.is_dir() else None
 
 
-def prune(root: Path, keep_top_k: int) -> None:
-    """Keep the latest checkpoint and the ``keep_top_k`` best; delete the rest and any leftovers of
-    interrupted saves."""
+def prune(root: Path, keep_top_k: int, rankings: Optional[Mapping[str, str]] = None) -> None:
+    """Keep the latest checkpoint and the ``keep_top_k`` best (of each ranking: their union); delete
+    the rest and any leftovers of interrupted saves."""
     root = Path(root)
     ckpts = list_checkpoints(root)
-    keep = {c.path.name for c in _ranked(ckpts)[:keep_top_k]}
+    keep = {c.path.name for name in (rankings or {"best": None}).values() for c in _ranked(ckpts, name)[:keep_top_k]}
     if ckpts:
         keep.add(ckpts[-1].path.name)
     for c in ckpts:

@@ -31,6 +31,12 @@ CONFIG_DIR = _PACKAGED_CONFIGS if _PACKAGED_CONFIGS.is_dir() else _CHECKOUT_CONF
 
 
 
+def require(cond: bool, msg: str) -> None:
+    """Raise a ConfigError with ``msg`` unless ``cond``: the range checks of config sections."""
+    if not cond:
+        raise ConfigError(msg)
+
+
 def _f(default: Any, help: str, **kw: Any) -> Any:
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help}, **kw)

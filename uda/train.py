@@ -6,12 +6,12 @@ supervised loss, forward on the original view without a graph, forward on the au
 consistency loss, total; ``uda/step.py``) -> non-finite guard -> backward -> clip -> step -> log ->
 eval -> checkpoint. The caller gives ``train`` its task (``tasks/cli.py`` makes it from ``--task``).
 
-The run folder holds config.yaml, data_info.json, metrics.jsonl, tensorboard/ and checkpoints/
-(see ``uda/checkpoint.py``), and once the run has finished model/ and results.json. A run that
-stopped before finishing continues exactly from its latest checkpoint when started again with the
-same options: weights, optimizer, scheduler, grad scaler, step, both data streams, the task's
-augmentation RNG and the Python/NumPy/torch RNGs are restored, and the logs continue with no gap or
-repeat.
+The run folder holds config.yaml, data_info.json, metrics.jsonl, tensorboard/, checkpoints/
+(see ``uda/checkpoint.py``) and, for a task that builds files from its data in setup, data/; once
+the run has finished, model/ and results.json. A run that stopped before finishing continues
+exactly from its latest checkpoint when started again with the same options: weights, optimizer,
+scheduler, grad scaler, step, both data streams, the task's augmentation RNG and the
+Python/NumPy/torch RNGs are restored, and the logs continue with no gap or repeat.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -37,10 +37,11 @@ from uda.losses import ramp, tsa_threshold
 from uda.step import StepOutput, ratios_from_counts, uda_step
 
 # What a run writes into its folder (what --overwrite deletes), besides predictions_*.jsonl.
+# data/ holds what a task builds from its data in setup (the passages task's retrieval file).
 RUN_FILES = ("config.yaml", "data_info.json", "labeled_ids.txt", "dev_ids.txt", "metrics.jsonl", "results.json",
-             "tensorboard", "checkpoints", "model")
+             "tensorboard", "checkpoints", "model", "data")
 # What a run has written before its first training step: a folder holding only these holds no run.
-NOT_YET_TRAINED = ("config.yaml", "data_info.json", "labeled_ids.txt", "dev_ids.txt", "tensorboard")
+NOT_YET_TRAINED = ("config.yaml", "data_info.json", "labeled_ids.txt", "dev_ids.txt", "tensorboard", "data")
 # Options that may differ when a run is continued automatically: they do not change what is trained.
 RESUME_MAY_DIFFER = ("checkpoint.", "overwrite", "output_dir", "report_to", "train.eval_batch_size")
 
@@ -285,15 +286,20 @@ class Run:
     state: LoopState
     t_start: float
     restore_rng: Optional[dict] = None  # this process's RNG and task state, restored just before the loop
+    # pointer -> dev metric of each checkpoint ranking (None: one, "best" by select_metric; see
+    # checkpoint.rankings_for and a task's optional ``rank_metrics``)
+    rankings: Optional[dict] = None
+    clock: Callable[[], float] = time.monotonic  # seconds; what checkpoint.every_minutes measures
 
     @property
     def ckpt_root(self) -> Path:
         return self.run_dir / "checkpoints"
 
 
-def train(cfg: Config, task: Any) -> dict:
-    """Train ``task`` with ``cfg``: setup, the loop, finish. Returns what results.json holds."""
-    run = setup(cfg, task)
+def train(cfg: Config, task: Any, clock: Callable[[], float] = time.monotonic) -> dict:
+    """Train ``task`` with ``cfg``: setup, the loop, finish. Returns what results.json holds.
+    ``clock`` (seconds) times the every-N-minutes checkpoints; a test passes a fake one."""
+    run = setup(cfg, task, clock)
     fit(run)
     return finish(run)
 
@@ -322,7 +328,7 @@ def _accelerator(cfg: Config) -> Any:
     return accelerator
 
 
-def setup(cfg: Config, task: Any) -> Run:
+def setup(cfg: Config, task: Any, clock: Callable[[], float] = time.monotonic) -> Run:
     """Run folder, data, model, optimizer and scheduler, batch streams, and (when continuing a run)
     everything its latest checkpoint holds."""
     from accelerate.utils import set_seed
@@ -349,6 +355,8 @@ def setup(cfg: Config, task: Any) -> Run:
             save_config(cfg, run_dir / "config.yaml")
 
     set_seed(cfg.seed)
+    if hasattr(task, "run_dir"):  # a task that writes files of its own (under data/) reads the run folder here
+        task.run_dir = run_dir
     data = task.setup(cfg)
     if main:
         atomic_write_json(run_dir / "data_info.json", data.info)
@@ -372,7 +380,8 @@ def setup(cfg: Config, task: Any) -> Run:
     if cfg.uda.distribution_alignment:  # starts at the labelled prior, so the first weights are 1
         state.class_ema = task.class_prior.clone().float()
     run = Run(cfg, task, accelerator, model, accelerator.unwrap_model(model), optimizer, scheduler, data,
-              labeled, unlabeled, None, run_dir, select_metric, state, t_start)  # type: ignore[arg-type]
+              labeled, unlabeled, None, run_dir, select_metric, state, t_start,  # type: ignore[arg-type]
+              rankings=checkpoint.rankings_for(select_metric, getattr(task, "rank_metrics", None)), clock=clock)
     keep_lines = restore(run, resume_from) if resume_from is not None else None
     run.logger = MetricsLogger(run_dir, cfg.report_to == "tensorboard", main,
                                resume_step=state.step if resume_from is not None else None, keep_lines=keep_lines)
@@ -408,7 +417,8 @@ def restore(run: Run, ckpt: Path) -> int:
     st.drawn = dict(run.restore_rng["examples"])
     if main:  # checkpoints saved under another --eval.select_metric are re-ranked by this one
         rescored = checkpoint.rescore(run.ckpt_root, run.select_metric,
-                                      {h["step"]: h.get(run.select_metric) for h in st.dev_history})
+                                      {h["step"]: h.get(run.select_metric) for h in st.dev_history},
+                                      run.rankings, {h["step"]: h for h in st.dev_history})
         if rescored:
             tqdm.write(f"re-ranked {len(rescored)} checkpoint(s) by dev {run.select_metric} from the dev history; "
                        f"checkpoints pruned earlier (keep_top_k) were chosen by the metric of that time")
@@ -428,6 +438,7 @@ def fit(run: Run) -> None:
     examples_per_step = (B + (r * B if use_uda else 0)) * accum * world
     prior = getattr(task, "class_prior", None)
     t_loop = window_t0 = time.time()
+    last_save = run.clock()  # checkpoint.every_minutes counts from here, and from each save
     model.train()
     bar = tqdm(total=cfg.train.max_steps, initial=st.step, disable=not accelerator.is_main_process, desc="train",
                dynamic_ncols=True)
@@ -508,12 +519,28 @@ def fit(run: Run) -> None:
         t_pause = time.time()
         metric = evaluate_dev(run, done) if at_eval else None
         every = cfg.checkpoint.every_steps
-        if (at_eval or (every is not None and done % every == 0)) and st.bad_run == 0:
+        due = at_eval or (every is not None and done % every == 0) or _minutes_due(run, last_save)
+        if due and st.bad_run == 0:
             # never during a run of skipped steps: the last good one stays latest
             save_checkpoint(run, done, metric, st.train_seconds_before + time.time() - t_loop)
+            last_save = run.clock()
         window_t0 += time.time() - t_pause  # evaluation and checkpoint time is not training throughput
     bar.close()
     st.train_seconds_before += time.time() - t_loop  # now the training time of the whole run
+
+
+def _minutes_due(run: Run, last_save: float) -> bool:
+    """checkpoint.every_minutes have passed since the last save. Every process must decide alike (a
+    save gathers from all of them), so the main process's clock decides for all."""
+    minutes = run.cfg.checkpoint.every_minutes
+    if minutes is None:
+        return False
+    due = torch.tensor([float(run.clock() - last_save >= 60.0 * minutes)], device=run.accelerator.device)
+    if run.accelerator.num_processes > 1:
+        from accelerate.utils import broadcast
+
+        due = broadcast(due, from_process=0)
+    return bool(due.item())
 
 
 def _updated_class_ema(ema: torch.Tensor, class_means: list, momentum: float, accelerator: Any) -> torch.Tensor:
@@ -577,8 +604,10 @@ def save_checkpoint(run: Run, step: int, metric: Optional[float], train_seconds:
                  "class_ema": st.class_ema.tolist() if st.class_ema is not None else None},
         "metrics_lines": run.logger.lines,
     }
+    dev = st.dev_history[-1] if st.dev_history and st.dev_history[-1]["step"] == step and metric is not None else {}
     checkpoint.save(run.ckpt_root, step, metric, run.cfg.checkpoint.keep_top_k,
-                    lambda d: run.task.save(run.unwrapped, d), state, metric_name=run.select_metric)
+                    lambda d: run.task.save(run.unwrapped, d), state, metric_name=run.select_metric,
+                    rankings=run.rankings, metrics={n: dev.get(n) for n in (run.rankings or {}).values()})
     best = checkpoint.best(run.ckpt_root)
     if metric is not None and best is not None:
         tqdm.write(f"step {step}: dev {run.select_metric} {metric:.4f} (best {best.metric:.4f} at step {best.step})")

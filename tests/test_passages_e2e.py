@@ -1,0 +1,87 @@
+"""End-to-end: scripts/train_uda.py --task passages on a tiny SQuAD-format file (BM25 builds the DPR
+records) trains a tiny reader with UDA and leaves the run folder, the built retrieval file, the
+per-metric checkpoint pointers and predictions_test.jsonl; the built file, given back as a DPR
+reader-format --data.path, gives the same split."""
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+from tests.conftest import REPO
+from tests.qa_fixtures import tiny_qa_model_dir, tiny_squad_file  # noqa: F401 (fixtures)
+
+
+def tiny_args(model_dir, data_file, out):
+    return ["--task", "passages", "--model.name_or_path", str(model_dir), "--data.path", str(data_file),
+            "--data.num_labeled", "16", "--data.dev_size", "12", "--model.max_length", "64",
+            "--passages.test_articles", "2", "--passages.dev_articles", "1", "--passages.labeled_articles", "2",
+            "--passages.retrieve_k", "6", "--passages.train_passages", "3", "--passages.train_top_k", "6",
+            "--passages.predict_passages", "4", "--passages.unsup_passages", "2", "--passages.max_question_length",
+            "12", "--passages.span_passages", "3", "--train.batch_size", "4", "--train.lr", "1e-3",
+            "--train.warmup_steps", "1", "--train.eval_every", "3", "--train.log_every", "3",
+            "--train.eval_batch_size", "16", "--uda.unsup_ratio", "1", "--augment.p", "0.3", "--train.max_steps", "6",
+            "--report_to", "none", "--output_dir", str(out)]
+
+
+def run(args):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", UDA_DATA_PATH="", OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "train_uda.py"), *args], capture_output=True,
+                          text=True, env=env, cwd=REPO, timeout=600)
+    if proc.returncode != 0:
+        raise AssertionError(f"train_uda.py failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def test_train_uda_passages_end_to_end(tiny_qa_model_dir, tiny_squad_file, tmp_path):  # noqa: F811
+    out = tmp_path / "run"
+    proc = run(tiny_args(tiny_qa_model_dir, tiny_squad_file, out))
+    assert "retrieval recall on the test articles" in proc.stderr + proc.stdout
+    for name in ["config.yaml", "metrics.jsonl", "results.json", "data_info.json", "predictions_test.jsonl",
+                 "predictions_dev.jsonl", "data/retrieval.jsonl.gz", "model/config.json", "model/passage_reader.json",
+                 "checkpoints/latest", "checkpoints/best_em", "checkpoints/best_f1"]:
+        assert (out / name).exists(), name
+    assert not (out / "checkpoints" / "best").exists()
+    results = json.loads((out / "results.json").read_text())
+    test = results["test"]
+    for key in ["em", "f1", "exact", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "best_f1",
+                "passage@1", "passage@5", "em@1", "em@5", "top_f1", "null_threshold"]:
+        assert key in test, key
+    assert test["num_examples"] == 36 and test["em"] == test["exact"]
+    from tasks.passages import PassagesTask
+
+    assert set(PassagesTask.selectable_metrics) <= set(test)
+    assert results["selected_model"]["by"] == "dev/f1"
+    assert [h["step"] for h in results["dev_history"]] == [3, 6]
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any("unsup/loss" in line for line in lines)
+    assert any("sup/trained_ratio_span" in line for line in lines)
+    info = json.loads((out / "data_info.json").read_text())
+    assert set(info["retrieval"]["recall_by_split"]["test"]) == {"answerable", "recall@1", "recall@5"}  # k = 6
+    preds = [json.loads(line) for line in (out / "predictions_test.jsonl").read_text().splitlines()]
+    assert len(preds) == 36
+    for p in preds:
+        assert {"id", "question", "gold_answers", "final_answer", "no_answer_score", "no_answer_prob",
+                "threshold", "passages"} <= set(p)
+        assert 1 <= len(p["passages"]) <= 3
+        top = p["passages"][0]
+        assert {"rank", "id", "title", "relevance", "selection_prob", "has_answer", "spans"} <= set(top)
+        assert [q["relevance"] for q in p["passages"]] == sorted((q["relevance"] for q in p["passages"]), reverse=True)
+        assert p["final_answer"] == ("" if p["no_answer_score"] is not None and p["no_answer_score"] > p["threshold"]
+                                     else p["span_text"])
+    from tasks.passages_model import load_passage_reader
+
+    load_passage_reader(out / "model")
+
+    # the built file is a DPR reader-format input: the same questions fall in the same splits
+    with gzip.open(out / "data" / "retrieval.jsonl.gz", "rt", encoding="utf-8") as f:
+        assert len(f.readlines()) == 108
+    again = tmp_path / "again"
+    run(tiny_args(tiny_qa_model_dir, out / "data" / "retrieval.jsonl.gz", again)[:-6]
+        + ["--train.max_steps", "3", "--report_to", "none", "--output_dir", str(again)])
+    for name in ("labeled_ids.txt", "dev_ids.txt"):
+        assert (again / name).read_text() == (out / name).read_text()
+    preds_again = [json.loads(line) for line in (again / "predictions_test.jsonl").read_text().splitlines()]
+    assert [p["id"] for p in preds_again] == [p["id"] for p in preds]
+    assert not (again / "data").exists()  # a reader file is read as it is
