@@ -85,3 +85,15 @@ def tiny_text_data(tmp_path_factory) -> Path:
     write_jsonl(d / "test.jsonl", test)
     write_jsonl(d / "unsup.jsonl", unsup)
     return d
+
+
+@pytest.fixture
+def one_thread():
+    """torch on one thread for the test (restored after): tiny runs are faster so on a busy machine,
+    and both runs of a comparison compute alike."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

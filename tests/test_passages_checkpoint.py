@@ -16,12 +16,8 @@ from uda import checkpoint
 RANKINGS = {"best_em": "em", "best_f1": "f1"}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# one thread makes the tiny runs fast on a busy machine, and every run of a comparison uses it
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _save(root: Path, step: int, em, f1, k: int, rankings=RANKINGS):

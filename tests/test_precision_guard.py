@@ -18,12 +18,8 @@ from uda.config import ConfigError
 from uda.train import NonFiniteLossError
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# one thread makes the tiny runs fast on a busy machine, and every run of a comparison uses it
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class DtypeSpyTask:

@@ -13,12 +13,8 @@ from tests.conftest import write_jsonl
 from tests.trainkit import metric_lines, model_dir, run, tiny_config, training_lines, weights  # noqa: F401 (fixture)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# one thread makes the tiny runs fast on a busy machine, and every run of a comparison uses it
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_mean_pool_classifier_ignores_padding_and_round_trips(model_dir, tmp_path):

@@ -20,13 +20,8 @@ from tests.trainkit import metric_lines, model_dir, run, tiny_config, training_l
 from uda import checkpoint
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # One thread makes the tiny runs fast on a busy machine, and both runs of a comparison use it.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# one thread makes the tiny runs fast on a busy machine, and every run of a comparison uses it
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class Interrupted(Exception):
