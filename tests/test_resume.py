@@ -31,8 +31,8 @@ class Interrupted(Exception):
 class InterruptedTask:
     """The real task, except that the run dies when it asks for labelled batch number ``at``."""
 
-    def __init__(self, at: int) -> None:
-        self.inner, self.at, self.calls = get_task("text_classification"), at, 0
+    def __init__(self, at: int, task: str = "text_classification") -> None:
+        self.inner, self.at, self.calls = get_task(task), at, 0
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
