@@ -11,13 +11,16 @@
 Everything after ``--`` is passed to every run as train_uda.py options. Methods (each one a set of
 options laid over those):
 
-- ``supervised``: supervised only (``--uda.lambda_u 0``);
+- ``supervised``: supervised only (``--uda.lambda_u 0``), everything else as the config says (a recipe
+  with a contrastive stage keeps it: this is the recipe without its consistency loss);
+- ``finetune``: plain fine-tuning: supervised only and, for text tasks, no contrastive stage
+  (``--uda.lambda_u 0 --model.contrastive_iterations none``); what a user gets from the labels alone;
 - ``uda``: UDA as the config says (augmentation included);
 - ``uda_tfidf``: UDA with TF-IDF word replacement (``--augment.method tf_idf``, the config's p);
 - ``uda_bt``: UDA with precomputed (back-translated) copies (``--augment.method precomputed
   --augment.file <--bt_file>``; see scripts/uda_augment.py);
-- ``ceiling``: supervised only on every labelled example of the training pool that is not dev
-  (``--data.num_labeled 0``); run once per seed, not per N;
+- ``ceiling``: plain fine-tuning (as ``finetune``) on every labelled example of the training pool
+  that is not dev (``--data.num_labeled 0``); run once per seed, not per N;
 - ``setfit``: the SetFit baseline (benchmarks/setfit_baseline.py) on the labelled and dev ids of the
   supervised / UDA run with the same N and seed (``labeled_ids.txt``, ``dev_ids.txt``; every method
   with the same N and seed trains on the same labelled set), with that run's data, encoder, seed and
@@ -72,11 +75,13 @@ class TaskSpec:
     default_num_labeled: list[int]
     default_methods: list[str]
     quick: dict = field(default_factory=lambda: dict(QUICK))
+    plain: dict = field(default_factory=dict)  # what finetune and ceiling add to lambda_u 0: no extra stage
 
 
 _TEXT = dict(unit="labelled reviews", metrics=[("accuracy", "accuracy"), ("macro_f1", "macro-F1")],
              plots=["accuracy", "macro_f1"], scale=100.0, default_num_labeled=[20, 100, 1000],
-             default_methods=["supervised", "uda_tfidf", "uda_bt", "ceiling"])
+             default_methods=["supervised", "uda_tfidf", "uda_bt", "ceiling"],
+             plain={"model.contrastive_iterations": "none"})
 TASKS = {
     "imdb": TaskSpec(title="IMDB", **_TEXT),
     "text_classification": TaskSpec(title="Text classification", **_TEXT),
@@ -88,16 +93,19 @@ TASKS = {
         plots=["f1", "HasAns_span_f1"], scale=1.0, default_num_labeled=[64, 256, 1024],
         default_methods=["supervised", "uda"]),
 }
-METHODS = ["supervised", "uda", "uda_tfidf", "uda_bt", "ceiling", "setfit"]  # also the table's order within one N
-ID_SOURCES = ["supervised", "uda", "uda_tfidf", "uda_bt"]  # runs whose labelled ids setfit reuses, preferred first
+METHODS = ["finetune", "supervised", "uda", "uda_tfidf", "uda_bt", "ceiling", "setfit"]  # also the table's order within one N
+ID_SOURCES = ["supervised", "finetune", "uda", "uda_tfidf", "uda_bt"]  # runs whose labelled ids setfit reuses, preferred first
 SETFIT_QUICK = ["--num_iterations", "2"]  # --quick: a smoke test of the baseline too
 SWEEP_KEYS = ("seed", "output_dir", "data.num_labeled")  # set by the sweep for each run
 
 
-def method_overrides(method: str, bt_file: Optional[str]) -> dict:
-    """The options a method lays over the config and the pass-through options."""
+def method_overrides(method: str, bt_file: Optional[str], plain: Optional[dict] = None) -> dict:
+    """The options a method lays over the config and the pass-through options. plain: what the
+    task's plain fine-tuning adds (TaskSpec.plain)."""
     if method == "supervised":
         return {"uda.lambda_u": "0"}
+    if method == "finetune":
+        return {"uda.lambda_u": "0", **(plain or {})}
     if method == "uda":
         return {}
     if method == "uda_tfidf":
@@ -105,7 +113,7 @@ def method_overrides(method: str, bt_file: Optional[str]) -> dict:
     if method == "uda_bt":
         return {"augment.method": "precomputed", "augment.file": str(bt_file)}
     if method == "ceiling":
-        return {"uda.lambda_u": "0", "data.num_labeled": "0"}
+        return {"uda.lambda_u": "0", "data.num_labeled": "0", **(plain or {})}
     raise ValueError(f"unknown method '{method}'")
 
 
@@ -367,7 +375,7 @@ def build_plan(args: argparse.Namespace, passthrough: list[str]) -> list[tuple[P
             run_over["data.num_labeled"] = str(n)
         if args.reference_split_seed is not None and seed != args.reference_split_seed:
             run_over["data.id_order_file"] = "none"  # a random labelled set drawn from this seed
-        run_over.update(method_overrides(method, args.bt_file))
+        run_over.update(method_overrides(method, args.bt_file, TASKS[args.task].plain))
         run_over.update({"seed": str(seed), "output_dir": str(folder), "report_to": "none"})
         plan.append((folder, build_config(args.task, config_file, run_over)))
     return plan
