@@ -37,12 +37,12 @@ setup(
     # Lower bounds only; the versions tested are those pinned in requirements.txt.
     install_requires=[
         "transformers>=4.45",  # models, tokenizers, schedulers (tested: 5.24.0)
-        "datasets>=2.19",  # hub datasets (data.hub_id, squad_v2) (tested: 5.2.0)
+        "datasets>=2.19",  # hub datasets (data.hub_id, squad_v2), memory-mapped data tables (tested: 5.2.0)
         "accelerate>=0.34",  # training loop, mixed precision, multi-device (tested: 1.15.0)
         "tensorboard>=2.15",  # report_to: tensorboard, the default (tested: 2.21.0)
         "huggingface_hub>=0.24",  # offline cache look-up (uda/hub.py)
         "safetensors>=0.4.3",  # checkpoints, warm starts
-        "pyarrow>=15",  # .parquet data files, GloVe word index
+        "pyarrow>=15",  # .parquet data files, the Arrow cache of data files, GloVe word index
         "numpy>=1.24",
         "pyyaml>=6.0",  # configs
         "tqdm>=4.66",

@@ -4,17 +4,20 @@ File format: one json object a line (plain ``.jsonl`` or gzip ``.jsonl.gz``)::
 
     {"text": "<original>", "augmented": ["<copy 1>", "<copy 2>", ...], "id": "<optional>"}
 
-Lookup is by exact original text. Only a 16-byte hash of each original is kept in memory.
+Lookup is by exact original text, through its 16-byte hash (:func:`uda.io.text_hash`). The file is
+converted once into an Arrow table of (hash, copies) that stays on disk, memory-mapped
+(:mod:`uda.arrow_cache`); in memory there are only the sorted hashes and their rows (24 bytes a text).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from uda.arrow_cache import cached_table, file_key, hash_array, is_in_sorted
 from uda.io import BadLine, atomic_open, iter_jsonl, text_hash
 
 __all__ = ["PrecomputedAugmenter", "MissingAugmentationError", "write_precomputed"]
@@ -27,53 +30,68 @@ class MissingAugmentationError(KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+def _records(path: str) -> Iterator[dict]:
+    """The file's lines as {"hash", "augmented"}, checked; a bad line is a ValueError naming it."""
+    try:
+        for lineno, rec in iter_jsonl(path):
+            text, aug = rec.get("text"), rec.get("augmented")
+            if not isinstance(text, str):
+                raise ValueError(f'{path}, line {lineno}: "text" must be a string')
+            if not isinstance(aug, list) or not aug or not all(isinstance(a, str) for a in aug):
+                raise ValueError(f'{path}, line {lineno}: "augmented" must be a non-empty list of strings')
+            yield {"hash": text_hash(text), "augmented": aug}
+    except BadLine as b:
+        raise ValueError(f"{path}, line {b.lineno}: {b.kind.lower()}: {b.reason}") from None
+
+
 class PrecomputedAugmenter:
     """Returns, for each text, one of its precomputed augmented copies, chosen uniformly with ``rng``."""
 
     def __init__(self, path: str | os.PathLike):
+        import pyarrow as pa
+
         self.path = os.fspath(path)
         self.name = f"precomputed:{os.path.basename(self.path)}"
-        self._copies: dict[bytes, list[str]] = {}
-        try:
-            for lineno, rec in iter_jsonl(self.path):
-                text, aug = rec.get("text"), rec.get("augmented")
-                if not isinstance(text, str):
-                    raise ValueError(f'{self.path}, line {lineno}: "text" must be a string')
-                if not isinstance(aug, list) or not aug or not all(isinstance(a, str) for a in aug):
-                    raise ValueError(
-                        f'{self.path}, line {lineno}: "augmented" must be a non-empty list of strings'
-                    )
-                # The same original may appear more than once: its copies are pooled.
-                self._copies.setdefault(text_hash(text), []).extend(aug)
-        except BadLine as b:
-            raise ValueError(f"{self.path}, line {b.lineno}: {b.kind.lower()}: {b.reason}") from None
+        schema = pa.schema([("hash", pa.binary(16)), ("augmented", pa.list_(pa.string()))])
+        table = cached_table("precomputed", file_key(self.path), lambda: _records(self.path), schema)
+        self._copies = table.data.column("augmented")  # on disk; a row is read when its text is drawn
+        hashes = hash_array(table.data.column("hash"))
+        # a stable sort keeps the lines of a repeated original in file order: their copies are pooled in that order
+        self._rows = np.argsort(hashes, kind="stable")
+        self._sorted = hashes[self._rows]
 
     def __len__(self) -> int:
         """Number of distinct original texts in the file."""
-        return len(self._copies)
+        return int(len(self._sorted) and 1 + np.count_nonzero(self._sorted[1:] != self._sorted[:-1]))
 
     def __contains__(self, text: object) -> bool:
-        return isinstance(text, str) and text_hash(text) in self._copies
+        return isinstance(text, str) and bool(is_in_sorted(np.array([text_hash(text)], dtype="S16"), self._sorted)[0])
 
-    def copies(self, text: str) -> list[str]:
-        """All precomputed copies of ``text`` (raises :class:`MissingAugmentationError`)."""
-        found = self._copies.get(text_hash(text))
-        if found is None:
+    def missing(self, hashes: np.ndarray) -> np.ndarray:
+        """Positions of the ``hashes`` (numpy ``S16``, :func:`uda.io.text_hash`) that have no copies."""
+        return np.flatnonzero(~is_in_sorted(hashes, self._sorted))
+
+    def _pool(self, text: str, lo: int, hi: int) -> list[str]:
+        if lo == hi:
             snippet = text[:80].replace("\n", " ")
             raise MissingAugmentationError(
                 f"{self.path} has no augmented copies for the text {snippet!r}"
                 f"{'...' if len(text) > 80 else ''}; regenerate the file for this data "
                 f"(its originals must match the texts given exactly)"
             )
-        return list(found)
+        return [c for r in self._rows[lo:hi] for c in self._copies[int(r)].as_py()]
+
+    def _pools(self, texts: Sequence[str]) -> list[list[str]]:
+        hashes = np.array([text_hash(t) for t in texts], dtype="S16")
+        lo, hi = np.searchsorted(self._sorted, hashes, "left"), np.searchsorted(self._sorted, hashes, "right")
+        return [self._pool(t, int(a), int(b)) for t, a, b in zip(texts, lo, hi)]
+
+    def copies(self, text: str) -> list[str]:
+        """All precomputed copies of ``text`` (raises :class:`MissingAugmentationError`)."""
+        return self._pools([text])[0]
 
     def __call__(self, texts: Sequence[str], rng: np.random.Generator) -> list[str]:
-        pools = []
-        for text in texts:
-            found = self._copies.get(text_hash(text))
-            if found is None:
-                self.copies(text)  # raises with the full message
-            pools.append(found)
+        pools = self._pools(texts)
         if not pools:
             return []
         sizes = np.fromiter((len(c) for c in pools), dtype=np.int64, count=len(pools))

@@ -22,11 +22,11 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
-from uda.io import atomic_write_text
+from uda.io import atomic_write_text, cache_home
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("UDA_CACHE", Path.home() / ".cache" / "uda")).expanduser() / "contrastive"
+    return cache_home() / "contrastive"
 
 
 def contrastive_encoder(model_path: str, texts: Sequence[str], labels: Sequence[int], *, seed: int,

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from augment.build import build_augmenter
 from uda.task import SupervisedOutput, TaskData
-from tasks.text_data import load_text_classification
+from tasks.text_data import UnlabeledPool, load_text_classification, require_copies
 from uda.data import DataError
 from uda.evaluation import length_sorted_batches, pad_right, run_inference
 from uda.hub import resolve_model_path
@@ -115,10 +115,10 @@ class TextClassificationTask:
                         unlabeled=data.unlabeled if needs_unlabeled else [], info=data.info)
 
     @staticmethod
-    def _build_augmenter(cfg: Any, unlabeled: list[dict]) -> Any:
+    def _build_augmenter(cfg: Any, unlabeled: UnlabeledPool) -> Any:
         """The augmenter; a precomputed file that is missing, broken or lacks some unlabelled text is
         an error now, before training, rather than hours into it."""
-        texts = [u["text"] for u in unlabeled]
+        texts = unlabeled.texts()  # read from disk as consumed: only TF-IDF statistics read them all
         if cfg.method != "precomputed":
             return build_augmenter(cfg, texts)
         if not Path(cfg.file).expanduser().is_file():
@@ -129,11 +129,7 @@ class TextClassificationTask:
         except (ValueError, OSError) as e:
             raise DataError(f"--augment.file '{cfg.file}': {e}") from None
         lookup = augmenter.augmenters[0] if hasattr(augmenter, "augmenters") else augmenter  # first stage
-        missing = [u for u in unlabeled if u["text"] not in lookup]
-        if missing:
-            raise DataError(f"--augment.file '{cfg.file}' has no augmented copy for {len(missing)} of the "
-                            f"{len(unlabeled)} unlabelled texts (the first: id '{missing[0]['id']}', "
-                            f"{missing[0]['text'][:60]!r}); regenerate it for this data")
+        require_copies(unlabeled, lookup, cfg.file)  # the join, on text hashes: every pool text has copies
         return augmenter
 
     def build_model(self, cfg: Any) -> torch.nn.Module:

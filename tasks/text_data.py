@@ -13,23 +13,33 @@ Sources, in order of precedence:
 All random choices use ``numpy.random.Generator`` seeded from ``seed``, so the same config and seed give the
 same split. Every problem with the data raises :class:`DataError` with a message that names the file, row or
 option and says what to do.
+
+Each local file (and each hub split) becomes an Arrow table on disk, converted once and then memory-mapped
+(``uda.arrow_cache``). The labelled, dev and test splits are small and read into lists; the unlabelled pool is
+an :class:`UnlabeledPool` of (table, row) pairs whose texts are read only when a batch needs them.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
 import time
+from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
 from tasks.text_config import TextDataConfig
-from uda.data import DataError, _decode, _read_bytes, file_extension, file_stem, read_table, resolve_data_path 
+from uda.arrow_cache import cached_table, file_key, hash_array, is_in_sorted
+from uda.data import (DataError, _decode, _read_bytes, check_data_file, file_extension, file_stem, iter_table,
+                      read_table, resolve_data_path)  # noqa: F401 (read_table: re-exported for callers)
 from uda.hub import hub_reachable
+from uda.io import text_hash
 
 
 @dataclass
@@ -38,7 +48,7 @@ class TextClassificationData:
     train: list[dict]      # the labelled training subset, each {"id": str, "text": str, "label": int}
     dev: list[dict]        # same keys; model selection split
     test: list[dict]       # same keys
-    unlabeled: list[dict]  # each {"id": str, "text": str}
+    unlabeled: "UnlabeledPool"  # each {"id": str, "text": str} (+ "hidden_label"), read from disk
     info: dict = field(default_factory=dict)  # counts and sources (json-serialisable) for logging
 
     @property
@@ -116,10 +126,137 @@ def _is_aclimdb(root: Path) -> bool:
 
 # ----------------------------------------------------------------------------- source discovery
 
-@dataclass
+def _row_schema() -> Any:
+    """Columns of a source's Arrow table. The label is stored as JSON because files mix integers, names,
+    floats and missing labels in one column (reported later, by row); a text's hash, length and blankness
+    are computed once, at conversion, so that building the unlabelled pool reads these small columns
+    instead of every text."""
+    import pyarrow as pa
+
+    return pa.schema([("id", pa.string()), ("text", pa.string()), ("label", pa.string()),
+                      ("hash", pa.binary(16)), ("chars", pa.int64()), ("blank", pa.bool_())])
+
+
+def _arrow_row(row: dict, where: str, i: int) -> dict:
+    t = row["text"]
+    try:
+        h = text_hash(t) if t is not None else bytes(16)
+    except UnicodeEncodeError:  # a lone surrogate from a JSON escape: Arrow cannot store it either
+        raise DataError(f"data file '{where}', row {i + 1}: the text is not valid Unicode (a lone surrogate "
+                        f"escape such as \\ud800); fix the row") from None
+    return {"id": row["id"], "text": t, "label": json.dumps(row["label"], default=str), "hash": h,
+            "chars": len(t) if t is not None else 0, "blank": t is None or not t.strip()}
+
+
+@dataclass(eq=False)
 class _Source:
     name: str                     # where it came from, for messages and info
-    rows: list[dict]              # {"id", "text", "label"(raw)}
+    table: Any                    # datasets.Dataset with the _row_schema() columns
+
+    @cached_property
+    def rows(self) -> list[dict]:
+        """{"id", "text", "label"(raw)} of every row, in memory: for the labelled splits, which are small."""
+        ids, texts, labels = (self.table.data.column(c).to_pylist() for c in ("id", "text", "label"))
+        return [{"id": i, "text": t, "label": json.loads(y)} for i, t, y in zip(ids, texts, labels)]
+
+    @cached_property
+    def checks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(blank, length in characters, text hash) of every row, as numpy arrays (25 bytes a row)."""
+        col = self.table.data.column
+        return col("blank").to_numpy(), col("chars").to_numpy(), hash_array(col("hash"))
+
+
+def _file_source(path: Path, cfg: TextDataConfig, require_label: bool) -> _Source:
+    """A local file as a source: converted to Arrow by our reader (its checks and messages) on first use,
+    then read from the cache while the file is unchanged."""
+    check_data_file(path)
+    columns = (cfg.text_column, cfg.label_column, cfg.id_column)
+    rows = lambda: (_arrow_row(r, str(path), i) for i, r in  # noqa: E731
+                    enumerate(iter_table(path, *columns, require_label=require_label)))
+    key = {**file_key(path), "columns": columns, "require_label": require_label}
+    return _Source(str(path), cached_table("text", key, rows, _row_schema()))
+
+
+def _rows_source(name: str, rows: list[dict]) -> _Source:
+    """Rows already in memory (an aclImdb folder) as a source, with the same columns."""
+    import datasets
+    import pyarrow as pa
+
+    table = pa.Table.from_pylist([_arrow_row(r, name, i) for i, r in enumerate(rows)], schema=_row_schema())
+    return _Source(name, datasets.Dataset(datasets.table.InMemoryTable(table)))
+
+
+class UnlabeledPool(SequenceABC):
+    """The unlabelled pool, served from its sources' memory-mapped Arrow tables: item i is read when
+    asked for, as ``{"id", "text"}``, plus ``"hidden_label"`` for a text of the labelled pool (diagnostics
+    only, never trained on). In memory: 13 bytes a text (its table, row and hidden label)."""
+
+    def __init__(self, tables: list, source: np.ndarray, row: np.ndarray, hidden: np.ndarray):
+        self._tables, self._source, self._row, self._hidden = tables, source, row, hidden
+        # the Arrow columns themselves: a row read from them takes microseconds, through Dataset[i] ~100
+        self._id_text = [(t.data.column("id"), t.data.column("text")) for t in tables]
+
+    def __len__(self) -> int:
+        return len(self._row)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = range(len(self))[i]  # negative indices; IndexError past the end
+        ids, texts = self._id_text[self._source[i]]
+        r = int(self._row[i])
+        return self._example(ids[r].as_py(), texts[r].as_py(), self._hidden[i])
+
+    @staticmethod
+    def _example(rid: str, text: str, hidden: int) -> dict:
+        ex = {"id": rid, "text": text}
+        if hidden >= 0:
+            ex["hidden_label"] = int(hidden)
+        return ex
+
+    def _read(self, column: str, batch: int = 10_000) -> Iterator[Any]:
+        """``column`` of every item in pool order, read a batch at a time (not row by row)."""
+        for start in range(0, len(self), batch):
+            src, rows = self._source[start:start + batch], self._row[start:start + batch]
+            out = np.empty(len(rows), dtype=object)
+            for k in np.unique(src):
+                at = src == k
+                out[at] = self._tables[k].data.column(column).take(rows[at]).to_pylist()
+            yield from out
+
+    def __iter__(self) -> Iterator[dict]:
+        for rid, text, hidden in zip(self._read("id"), self._read("text"), self._hidden):
+            yield self._example(rid, text, hidden)
+
+    def texts(self) -> Iterator[str]:
+        """The texts, in pool order, read as they are consumed."""
+        return self._read("text")
+
+    def text_hashes(self) -> np.ndarray:
+        """:func:`uda.io.text_hash` of every text, in pool order (numpy ``S16``), from the tables' hash columns."""
+        hashes = np.empty(len(self), dtype="S16")
+        for k, table in enumerate(self._tables):
+            at = self._source == k
+            hashes[at] = hash_array(table.data.column("hash").take(self._row[at]))
+        return hashes
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SequenceABC) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"UnlabeledPool({len(self)} texts)"
+
+
+def require_copies(pool: UnlabeledPool, lookup: Any, file: str) -> None:
+    """The join of a precomputed augmentation file to the pool, at setup: every pool text must have
+    copies (found by text hash, ``lookup.missing``); else a DataError naming the first texts without."""
+    missing = lookup.missing(pool.text_hashes())
+    if len(missing):
+        first = "; ".join(f"id '{ex['id']}', {ex['text'][:60]!r}" for ex in (pool[int(i)] for i in missing[:3]))
+        raise DataError(f"--augment.file '{file}' has no augmented copy for {len(missing)} of the {len(pool)} "
+                        f"unlabelled texts (the first: {first}); regenerate it for this data")
 
 
 def _find_in_folder(folder: Path, stems: Sequence[str], required: bool, what: str, option: str) -> Optional[Path]:
@@ -166,10 +303,10 @@ def _local_sources(cfg: TextDataConfig, path: Optional[str]) -> dict:
                 splits = read_aclimdb(acl)
                 out["kind"] = "aclImdb"
                 out["default_names"] = ["neg", "pos"]
-                out["train"] = _Source(str(acl / "train"), splits["train"])
-                out["test"] = _Source(str(acl / "test"), splits["test"])
+                out["train"] = _rows_source(str(acl / "train"), splits["train"])
+                out["test"] = _rows_source(str(acl / "test"), splits["test"])
                 if splits["unsup"]:
-                    out["unlabeled"] = _Source(str(acl / "train" / "unsup"), splits["unsup"])
+                    out["unlabeled"] = _rows_source(str(acl / "train" / "unsup"), splits["unsup"])
             else:
                 has_train = cfg.train_file is None
                 found["train"] = _find_in_folder(root, ("train",), has_train, "train", "train_file")
@@ -186,8 +323,7 @@ def _local_sources(cfg: TextDataConfig, path: Optional[str]) -> dict:
             found[key] = o
     for key, p in found.items():
         if p is not None:
-            out[key] = _Source(str(p), read_table(p, cfg.text_column, cfg.label_column, cfg.id_column,
-                                                  require_label=key != "unlabeled"))
+            out[key] = _file_source(p, cfg, require_label=key != "unlabeled")
     if out["train"] is None:
         raise DataError("no training data: pass --data.path (folder or file) or --data.train_file")
     return out
@@ -216,12 +352,18 @@ def _hub_sources(cfg: TextDataConfig) -> dict:
         if cfg.text_column not in cols:
             raise DataError(f"hub dataset '{cfg.hub_id}' split '{split}' has no text column '{cfg.text_column}' "
                             f"(columns: {cols}); set --data.text_column")
-        texts = d[cfg.text_column]
-        labels = d[cfg.label_column] if cfg.label_column in cols else [None] * len(texts)
-        ids = d[cfg.id_column] if cfg.id_column and cfg.id_column in cols else None
-        rows = [{"id": str(ids[i]) if ids is not None else f"{split}-{i}", "text": texts[i], "label": labels[i]}
-                for i in range(len(texts))]
-        return _Source(f"{cfg.hub_id}[{split}]", rows)
+        name = f"{cfg.hub_id}[{split}]"
+        has_label = cfg.label_column in cols
+        has_id = bool(cfg.id_column) and cfg.id_column in cols
+
+        def row(ex: dict, i: int) -> dict:
+            return _arrow_row({"id": str(ex[cfg.id_column]) if has_id else f"{split}-{i}", "text": ex[cfg.text_column],
+                               "label": ex[cfg.label_column] if has_label else None}, name, i)
+
+        # the same columns as a local file's table, on disk: datasets caches the map beside the download
+        table = d.map(row, with_indices=True, remove_columns=cols,
+                      features=datasets.Features.from_arrow_schema(_row_schema()))
+        return _Source(name, table)
 
     splits = list(ds.keys())
     if "train" not in splits:
@@ -541,49 +683,50 @@ def load_text_classification(cfg: TextDataConfig, seed: int) -> TextClassificati
         keep = all_t if cfg.max_test is None else test_subset(y_test, k, cfg.max_test, seed)
         test_rows = [{"id": t.rows[i]["id"], "text": t.rows[i]["text"], "label": y_test[i]} for i in keep]
 
-    # unlabelled pool: unlabelled file (long enough) + -1 rows of train + (optionally) the train pool
-    unl: list[dict] = []
-    skipped_short = skipped_dev = skipped_test = 0
+    # unlabelled pool: unlabelled file (long enough) + -1 rows of train + (optionally) the train pool, as
+    # (source, row) pairs: the texts stay on disk, and the checks read the columns computed at conversion.
+    # Texts are compared by their 128-bit hash (uda.io.text_hash): two different texts share one with
+    # negligible odds. Every test text (not only a --data.max_test subset) is kept out of the pool:
+    # IMDB's train and unsup files hold some test reviews verbatim.
+    sources = [s for s in (src["unlabeled"], pool) if s is not None]
+    test_hashes = np.sort(src["test"].checks[2]) if src["test"] is not None else np.empty(0, dtype="S16")
+    dev_hashes = np.sort(np.array([text_hash(t) for t in dev_texts], dtype="S16"))
+    skipped = {"short": 0, "dev": 0, "test": 0}
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (source, row, hidden label) of each part
+
+    def add_unlabeled(source: _Source, rows: np.ndarray, check_len: bool, hidden: Optional[np.ndarray] = None) -> int:
+        """Add the ``rows`` of ``source`` that are not blank, long enough (``check_len``) and not dev or test
+        texts; returns how many. Skips are counted in that order, as each row is skipped for its first reason."""
+        blank, chars, hashes = source.checks
+        keep = ~blank[rows]
+        if check_len:
+            short = keep & (chars[rows] < cfg.min_unlabeled_chars)
+            skipped["short"] += int(short.sum())
+            keep &= ~short
+        for reason, ref in (("dev", dev_hashes), ("test", test_hashes)):
+            hit = keep & is_in_sorted(hashes[rows], ref)
+            skipped[reason] += int(hit.sum())
+            keep &= ~hit
+        n = int(keep.sum())
+        parts.append((np.full(n, sources.index(source), dtype=np.int8), rows[keep],
+                      hidden[keep] if hidden is not None else np.full(n, -1, dtype=np.int32)))
+        return n
+
     from_file = 0
-    # every test text (not only a --data.max_test subset) is kept out of the pool: IMDB's train and
-    # unsup files hold some test reviews verbatim
-    test_texts = {r["text"] for r in src["test"].rows} if src["test"] is not None else set()
-
-    def add_unlabeled(rid: str, text: Any, check_len: bool, hidden_label: int = -1) -> bool:
-        nonlocal skipped_short, skipped_dev, skipped_test
-        if text is None or not str(text).strip():
-            return False
-        if check_len and len(text) < cfg.min_unlabeled_chars:
-            skipped_short += 1
-            return False
-        if text in dev_texts:
-            skipped_dev += 1
-            return False
-        if text in test_texts:
-            skipped_test += 1
-            return False
-        row = {"id": rid, "text": text}
-        if hidden_label >= 0:
-            row["hidden_label"] = hidden_label  # never read by training or selection: diagnostics only
-        unl.append(row)
-        return True
-
     if src["unlabeled"] is not None:
-        for r in src["unlabeled"].rows:
-            from_file += add_unlabeled(r["id"], r["text"], True)
-    from_train_unlabeled = 0
-    for i, y in enumerate(y_pool):
-        if y < 0:
-            from_train_unlabeled += add_unlabeled(pool.rows[i]["id"], pool.rows[i]["text"], True)
+        from_file = add_unlabeled(src["unlabeled"], np.arange(len(src["unlabeled"].table)), True)
+    y = np.array(y_pool, dtype=np.int32)
+    from_train_unlabeled = add_unlabeled(pool, np.flatnonzero(y < 0), True)
     from_train = 0
     if cfg.unlabeled_from_train:
-        for i, y in enumerate(y_pool):
-            if y >= 0 and i not in dev_set:
-                from_train += add_unlabeled(pool.rows[i]["id"], pool.rows[i]["text"], False, y)
-    before_cap = len(unl)
-    if cfg.max_unlabeled is not None and cfg.max_unlabeled < len(unl):
-        keep = np.sort(_rng(seed, 3).choice(len(unl), size=max(cfg.max_unlabeled, 0), replace=False))
-        unl = [unl[j] for j in keep]
+        rows = np.array([i for i in np.flatnonzero(y >= 0) if i not in dev_set], dtype=np.int64)
+        from_train = add_unlabeled(pool, rows, False, y[rows])
+    source, row, hidden = (np.concatenate(c) for c in zip(*parts))
+    before_cap = len(row)
+    if cfg.max_unlabeled is not None and cfg.max_unlabeled < before_cap:
+        keep = np.sort(_rng(seed, 3).choice(before_cap, size=max(cfg.max_unlabeled, 0), replace=False))
+        source, row, hidden = source[keep], row[keep], hidden[keep]
+    unl = UnlabeledPool([s.table for s in sources], source, row, hidden)
 
     def counts(rows: list[dict]) -> dict:
         c = {n: 0 for n in lm.names}
@@ -618,9 +761,9 @@ def load_text_classification(cfg: TextDataConfig, seed: int) -> TextClassificati
             "unlabeled_from_file": from_file,
             "unlabeled_from_train_unlabeled_rows": from_train_unlabeled,
             "unlabeled_from_train_pool": from_train,
-            "unlabeled_skipped_short": skipped_short,
-            "unlabeled_skipped_dev_text": skipped_dev,
-            "unlabeled_skipped_test_text": skipped_test,
+            "unlabeled_skipped_short": skipped["short"],
+            "unlabeled_skipped_dev_text": skipped["dev"],
+            "unlabeled_skipped_test_text": skipped["test"],
         },
         "load_seconds": round(time.perf_counter() - t0, 3),
     }

@@ -23,6 +23,13 @@ FILLER = ["the", "movie", "film", "was", "plot", "acting", "and", "a", "really",
           "i", "of", "very", "quite", "scene", "end", "with", "actors"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_cache(tmp_path_factory):
+    """The tests' Arrow tables and other caches go to a folder of this session (children inherit it),
+    not to the user's."""
+    os.environ["UDA_CACHE"] = str(tmp_path_factory.mktemp("uda_cache"))
+
+
 def shared_data_dir() -> Path:
     return Path(os.environ.get("UDA_SHARED_DATA", REPO.parent / "shared" / "data"))
 

@@ -388,6 +388,24 @@ def test_precomputed_bad_lines(tmp_path):
         PrecomputedAugmenter(path)
 
 
+def test_precomputed_repeated_original_and_cache(tmp_path, monkeypatch):
+    import augment.precomputed as precomputed
+    from uda.io import text_hash
+
+    path = tmp_path / "rep.jsonl"
+    write_precomputed(path, ["a", "b", "a"], [["a1", "a2"], ["b1"], ["a3"]])
+    aug = PrecomputedAugmenter(path)
+    assert len(aug) == 2 and aug.copies("a") == ["a1", "a2", "a3"]  # a repeated original: copies pooled in file order
+    texts = ["a", "b", "a", "a"]
+    draws = np.random.default_rng(5).integers(0, [3, 1, 3, 3])  # the pick: one draw per text over its pooled copies
+    assert aug(texts, np.random.default_rng(5)) == [["a1", "a2", "a3"][i] if t == "a" else "b1"
+                                                    for t, i in zip(texts, draws)]
+    hashes = np.array([text_hash(t) for t in ["b", "c", "a", "d"]], dtype="S16")
+    assert aug.missing(hashes).tolist() == [1, 3]
+    monkeypatch.setattr(precomputed, "_records", lambda p: pytest.fail("the file was converted again"))
+    assert PrecomputedAugmenter(path).copies("a") == ["a1", "a2", "a3"]  # from the Arrow cache
+
+
 def test_write_precomputed_length_mismatch(tmp_path):
     with pytest.raises(ValueError):
         write_precomputed(tmp_path / "x.jsonl", ["a", "b"], [["c"]])

@@ -365,6 +365,130 @@ def test_hub_unreachable_and_mocked(monkeypatch):
     assert d.train[0]["id"].startswith("train-")
 
 
+# ----------------------------------------------------------------------------- through Arrow, as before
+
+def pool_files(folder: Path, ext: str) -> Path:
+    """Synthetic IMDB-like train/test/unsup files: labelled and -1 training rows, unsup texts of every
+    length (some blank, some short), and test texts repeated in train and unsup."""
+    import random
+
+    rng = random.Random(0)
+    words = ["good", "bad", "film", "plot", "actors", "the", "a", "dull", "great", "ending", "café", "naïve"]
+    say = lambda n: " ".join(rng.choice(words) for _ in range(n))  # noqa: E731
+    test = [{"id": f"test_{i}.txt", "text": say(12) + f" t{i}", "label": i % 2} for i in range(20)]
+    train = [{"id": f"train_{i}.txt", "text": say(rng.randint(5, 40)), "label": rng.choice([0, 1, 1, 0, -1])}
+             for i in range(90)]
+    train[3]["text"] = test[0]["text"]
+    train[50]["text"] = train[10]["text"]  # a repeated training text
+    unsup = [{"text": say(rng.randint(1, 30)) if i % 9 else "   "} for i in range(120)]
+    unsup[5]["text"] = test[1]["text"]
+    for i in range(30, 60):  # some of these are dev texts
+        unsup[i]["text"] = train[i]["text"]
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, rows in (("train", train), ("test", test), ("unsup", unsup)):
+        p = folder / f"{name}{ext}"
+        if ext == ".parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as papq
+
+            papq.write_table(pa.Table.from_pylist(rows), p)
+        elif ext == ".csv":
+            _write_csv(p, rows)
+        elif ext == ".json":
+            p.write_text(json.dumps(rows), encoding="utf-8")
+        else:
+            _write_jsonl(p, rows)
+    return folder
+
+
+# sha256 (first 16 hex digits) of the labelled, dev, test and unlabelled ids (with hidden labels) and the
+# counts that load_text_classification gave on pool_files() BEFORE data went through Arrow tables (the
+# hand-written readers into lists); the same for every format
+BEFORE_ARROW = {
+    "seed0": ({}, 0, "d620f3b6d49bdfee"),
+    "seed7": ({}, 7, "4b112546f6f82804"),
+    "cap": ({"max_unlabeled": 25}, 3, "ed9764082ceb4e6f"),
+    "all": ({"num_labeled": 0, "dev_size": 10}, 1, "e4374db1288e9cb1"),
+    "no_train": ({"unlabeled_from_train": False}, 2, "afb197f23a51cc23"),
+    "test_cap": ({"max_test": 6}, 4, "1a1c3193ad000656"),
+}
+
+
+def _selection_digest(d) -> str:
+    import hashlib
+
+    s = {"train": [r["id"] for r in d.train], "dev": [r["id"] for r in d.dev], "test": [r["id"] for r in d.test],
+         "unlabeled": [[u["id"], u.get("hidden_label", -1)] for u in d.unlabeled], "counts": d.info["counts"]}
+    return hashlib.sha256(json.dumps(s, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("ext", [".jsonl", ".jsonl.gz", ".json", ".csv", ".parquet"])
+def test_same_selection_as_before_arrow_in_every_format(tmp_path, ext):
+    folder = pool_files(tmp_path / "d", ext)
+    for case, (options, seed, digest) in BEFORE_ARROW.items():
+        cfg = DataConfig(path=str(folder), **{"num_labeled": 8, "dev_size": 12, "min_unlabeled_chars": 40, **options})
+        d = load_text_classification(cfg, seed)
+        assert _selection_digest(d) == digest, case
+    assert d.info["counts"]["unlabeled_skipped_dev_text"] and d.info["counts"]["unlabeled_skipped_test_text"]
+
+
+def _cache_files() -> dict:
+    from uda.arrow_cache import cache_root
+
+    return {p.name: p.stat().st_mtime_ns for p in cache_root().glob("*.arrow")}
+
+
+def test_second_setup_reuses_the_arrow_cache(tmp_path, monkeypatch):
+    folder = pool_files(tmp_path / "d", ".jsonl.gz")
+    cfg = _cfg(path=str(folder))
+    first = load_text_classification(cfg, seed=0)
+    cached = _cache_files()
+    reads = []
+    real = text_data.iter_table
+    monkeypatch.setattr(text_data, "iter_table", lambda path, *a, **k: (reads.append(Path(path).name), real(path, *a, **k))[1])
+    second = load_text_classification(cfg, seed=0)
+    assert reads == [] and _cache_files() == cached  # nothing read from the files, no table written again
+    assert (second.train, second.dev, second.test, second.unlabeled) == (first.train, first.dev, first.test,
+                                                                         first.unlabeled)
+    _write_jsonl(folder / "unsup.jsonl.gz", [{"text": "a new unlabelled text " * 5}])  # a changed file is read again
+    third = load_text_classification(cfg, seed=0)
+    assert reads == ["unsup.jsonl.gz"] and third.info["counts"]["unlabeled_from_file"] == 1
+    another = load_text_classification(_cfg(path=str(folder), id_column=None), seed=0)  # other options: new tables
+    assert len(reads) == 4 and another.train[0]["id"].startswith("train-")
+
+
+def test_unlabeled_pool_is_read_from_the_arrow_tables(tmp_path):
+    from uda.io import text_hash
+
+    d = load_text_classification(_cfg(path=str(pool_files(tmp_path / "d", ".jsonl"))), seed=0)
+    pool = d.unlabeled
+    assert isinstance(pool, text_data.UnlabeledPool) and not hasattr(pool, "append")
+    items = list(pool)  # read in batches
+    assert items == [pool[i] for i in range(len(pool))] == pool[:] and pool[-1] == items[-1]
+    assert {"id", "text"} <= set(items[0]) and any("hidden_label" in u for u in items)
+    assert list(pool.texts()) == [u["text"] for u in items]
+    assert pool.text_hashes().tobytes() == b"".join(text_hash(u["text"]) for u in items)
+    with pytest.raises(IndexError):
+        pool[len(pool)]
+
+
+def test_precomputed_copies_are_joined_to_the_pool_at_setup(tmp_path):
+    from augment.precomputed import PrecomputedAugmenter, write_precomputed
+
+    pool = load_text_classification(_cfg(path=str(pool_files(tmp_path / "d", ".csv"))), seed=0).unlabeled
+    items = list(pool)
+    full = tmp_path / "all.jsonl.gz"
+    write_precomputed(full, [u["text"] for u in items], [[u["text"].upper()] for u in items])
+    text_data.require_copies(pool, PrecomputedAugmenter(full), str(full))  # every text has a copy
+    part = tmp_path / "part.jsonl"
+    write_precomputed(part, [u["text"] for u in items[:4] + items[7:]], [["x"]] * (len(items) - 3))
+    with pytest.raises(DataError) as e:
+        text_data.require_copies(pool, PrecomputedAugmenter(part), str(part))
+    first = "; ".join(f"id '{u['id']}', {u['text'][:60]!r}" for u in items[4:7])
+    assert str(e.value) == (f"--augment.file '{part}' has no augmented copy for 3 of the {len(items)} unlabelled "
+                            f"texts (the first: {first}); regenerate it for this data")
+
+
 # ----------------------------------------------------------------------------- real data
 
 def test_real_imdb_reference_split():

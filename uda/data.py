@@ -1,7 +1,7 @@
 """Data reading every task shares: tables from local files, and the error bad data raises.
 
 ``read_table`` reads json, jsonl, csv and tsv (each optionally gzipped) and parquet into rows
-``{"id", "text", "label"}``; every problem raises :class:`DataError` with a message that names the
+``{"id", "text", "label"}`` (``iter_table``: the same rows, read as they are needed); every problem raises :class:`DataError` with a message that names the
 file, row or option and says what to do. Task-specific loading (which rows are labelled, dev, test,
 unlabelled) lives with each task.
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import csv
 import gzip
-import io
+import itertools
 import json
 import os
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from uda.io import BadLine, iter_jsonl
 
@@ -52,14 +52,21 @@ def file_stem(path: str | os.PathLike) -> str:
 
 # ----------------------------------------------------------------------------- readers
 
+_READ_ERRORS = (OSError, EOFError, gzip.BadGzipFile)
+
+
+def _unreadable(path: Path, e: Exception) -> DataError:
+    return DataError(f"cannot read data file '{path}': {e}; check that it is a complete, valid file")
+
+
 def _read_bytes(path: Path) -> bytes:
     try:
         if path.name.lower().endswith(".gz"):
             with gzip.open(path, "rb") as f:
                 return f.read()
         return path.read_bytes()
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
-        raise DataError(f"cannot read data file '{path}': {e}; check that it is a complete, valid file") from None
+    except _READ_ERRORS as e:
+        raise _unreadable(path, e) from None
 
 
 def _decode(data: bytes, path: Path) -> str:
@@ -73,7 +80,7 @@ def _decode(data: bytes, path: Path) -> str:
         ) from None
 
 
-def _records_from_json(text: str, path: Path) -> list[dict]:
+def _records_from_json(text: str, path: Path) -> Iterable[dict]:
     stripped = text.lstrip()
     if not stripped:
         return []
@@ -110,10 +117,11 @@ def _records_from_json(text: str, path: Path) -> list[dict]:
     return _records_from_jsonl(path)
 
 
-def _records_from_jsonl(path: Path) -> list[dict]:
+def _records_from_jsonl(path: Path) -> Iterator[dict]:
     bad_utf8 = "re-save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"
     try:
-        return [rec for _, rec in iter_jsonl(path)]
+        for _, rec in iter_jsonl(path):
+            yield rec
     except BadLine as b:
         if b.kind == "not UTF-8":
             raise DataError(f"data file '{path}' is not valid UTF-8 (line {b.lineno}, {b.detail} "
@@ -123,34 +131,103 @@ def _records_from_jsonl(path: Path) -> list[dict]:
                 from None
         raise DataError(f"data file '{path}', line {b.lineno}: expected a JSON object, got {b.detail}; each line "
                         f"must be one JSON object like {{\"text\": ..., \"label\": ...}}") from None
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
-        raise DataError(f"cannot read data file '{path}': {e}; check that it is a complete, valid file") from None
+    except _READ_ERRORS as e:
+        raise _unreadable(path, e) from None
 
 
-def _records_from_csv(text: str, path: Path) -> tuple[list[dict], list[str]]:
+def _records_from_csv(path: Path) -> Iterator[dict]:
+    """Rows of a csv/tsv file (gzip or not), read as it goes. On bytes that are not UTF-8 the whole
+    file is decoded once more, only to raise the message that names their line and byte."""
     delimiter = "\t" if ".tsv" in path.name.lower() else ","
     try:
-        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
-        columns = list(reader.fieldnames or [])
-        return list(reader), columns
+        opener = gzip.open if path.name.lower().endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
+            yield from csv.DictReader(f, delimiter=delimiter)
+    except UnicodeDecodeError:
+        _decode(_read_bytes(path), path)
+        raise
     except csv.Error as e:
         raise DataError(f"data file '{path}' is not valid CSV: {e}; fix the file") from None
+    except _READ_ERRORS as e:
+        raise _unreadable(path, e) from None
 
 
-def _records_from_parquet(path: Path, wanted: Sequence[str]) -> tuple[list[dict], list[str]]:
+def _records_from_parquet(path: Path, wanted: Sequence[str]) -> tuple[Iterator[dict], list[str]]:
+    def broken(e: Exception) -> DataError:  # pyarrow raises several error types for broken files
+        return DataError(f"cannot read parquet file '{path}': {e}; check that it is a complete parquet file")
+
     try:
         import pyarrow.parquet as pq
 
         pf = pq.ParquetFile(path)
         columns = list(pf.schema_arrow.names)
-        table = pf.read(columns=[c for c in wanted if c in columns])
     except ImportError:
         raise DataError(f"reading '{path}' needs pyarrow; `pip install pyarrow` or convert the file to jsonl") \
             from None
-    except Exception as e:  # pyarrow raises several error types for broken files
-        raise DataError(f"cannot read parquet file '{path}': {e}; check that it is a complete parquet file") \
-            from None
-    return table.to_pylist(), columns
+    except Exception as e:
+        raise broken(e) from None
+
+    def records() -> Iterator[dict]:
+        try:
+            for batch in pf.iter_batches(batch_size=10_000, columns=[c for c in wanted if c in columns]):
+                yield from batch.to_pylist()
+        except Exception as e:
+            raise broken(e) from None
+
+    return records(), columns
+
+
+def check_data_file(p: Path) -> str:
+    """The file's extension, after checking that ``p`` is a file of a supported kind."""
+    if not p.exists():
+        raise DataError(f"data file '{p}' does not exist; check --data.path / --data.*_file")
+    if p.is_dir():
+        raise DataError(f"'{p}' is a folder where a data file was expected; name a file")
+    ext = file_extension(p)
+    if ext is None:
+        raise DataError(f"data file '{p}' has an unsupported extension; use one of {', '.join(SUPPORTED_EXTENSIONS)}")
+    return ext
+
+
+def iter_table(path: str | os.PathLike, text_column: str = "text", label_column: Optional[str] = "label",
+               id_column: Optional[str] = "id", *, require_label: bool = True) -> Iterator[dict]:
+    """The rows of :func:`read_table`, read as they are needed (a large file is never held whole, except a
+    one-document ``.json``). The same checks and errors; those about the whole file (no rows, a missing
+    column) come at the first row."""
+    p = Path(path)
+    ext = check_data_file(p)
+    columns: Optional[list] = None  # None: the keys of the first record
+    if ext == ".parquet":
+        records, columns = _records_from_parquet(p, [c for c in (text_column, label_column, id_column) if c])
+    elif ext in (".jsonl", ".jsonl.gz"):
+        records = _records_from_jsonl(p)
+    elif ext.startswith((".csv", ".tsv")):
+        records = _records_from_csv(p)
+    else:
+        records = _records_from_json(_decode(_read_bytes(p), p), p)
+    records = iter(records)
+    first = next(records, None)
+    if first is None:
+        raise DataError(f"data file '{p}' is empty (no rows); give a file with at least one example")
+    if columns is None:
+        columns = [c for c in first if c is not None]  # csv: None holds a row's extra fields
+    if text_column not in columns:
+        raise DataError(f"data file '{p}' has no text column '{text_column}' (columns: {columns}); "
+                        f"set --data.text_column to the right one")
+    has_label = bool(label_column) and label_column in columns
+    if require_label and not has_label:
+        raise DataError(f"data file '{p}' has no label column '{label_column}' (columns: {columns}); "
+                        f"set --data.label_column to the right one")
+    has_id = bool(id_column) and id_column in columns
+    stem = file_stem(p)
+    for i, rec in enumerate(itertools.chain([first], records)):
+        t = rec.get(text_column)
+        rid = rec.get(id_column) if has_id else None
+        yield {
+            "id": str(rid) if rid is not None and rid != "" else f"{stem}-{i}",
+            "text": t if t is None or isinstance(t, str) else str(t),
+            "label": rec.get(label_column) if has_label else None,
+        }
 
 
 def read_table(path: str | os.PathLike, text_column: str = "text", label_column: Optional[str] = "label",
@@ -162,45 +239,4 @@ def read_table(path: str | os.PathLike, text_column: str = "text", label_column:
     as stored (int, label name, or None when missing); :func:`load_text_classification` maps them.
     ``require_label=False`` allows a file without the label column (unlabelled data).
     """
-    p = Path(path)
-    if not p.exists():
-        raise DataError(f"data file '{p}' does not exist; check --data.path / --data.*_file")
-    if p.is_dir():
-        raise DataError(f"'{p}' is a folder where a data file was expected; name a file")
-    ext = file_extension(p)
-    if ext is None:
-        raise DataError(f"data file '{p}' has an unsupported extension; use one of {', '.join(SUPPORTED_EXTENSIONS)}")
-    if ext == ".parquet":
-        wanted = [c for c in (text_column, label_column, id_column) if c]
-        records, columns = _records_from_parquet(p, wanted)
-    elif ext in (".jsonl", ".jsonl.gz"):
-        records = _records_from_jsonl(p)
-        columns = list(records[0]) if records else []
-    else:
-        text = _decode(_read_bytes(p), p)
-        if ext.startswith((".csv", ".tsv")):
-            records, columns = _records_from_csv(text, p)
-        else:
-            records = _records_from_json(text, p)
-            columns = list(records[0]) if records else []
-    if not records:
-        raise DataError(f"data file '{p}' is empty (no rows); give a file with at least one example")
-    if text_column not in columns:
-        raise DataError(f"data file '{p}' has no text column '{text_column}' (columns: {columns}); "
-                        f"set --data.text_column to the right one")
-    has_label = bool(label_column) and label_column in columns
-    if require_label and not has_label:
-        raise DataError(f"data file '{p}' has no label column '{label_column}' (columns: {columns}); "
-                        f"set --data.label_column to the right one")
-    has_id = bool(id_column) and id_column in columns
-    stem = file_stem(p)
-    rows = []
-    for i, rec in enumerate(records):
-        t = rec.get(text_column)
-        rid = rec.get(id_column) if has_id else None
-        rows.append({
-            "id": str(rid) if rid is not None and rid != "" else f"{stem}-{i}",
-            "text": t if t is None or isinstance(t, str) else str(t),
-            "label": rec.get(label_column) if has_label else None,
-        })
-    return rows
+    return list(iter_table(path, text_column, label_column, id_column, require_label=require_label))

@@ -17,6 +17,12 @@ from pathlib import Path
 from typing import IO, Iterator, Optional
 
 
+def cache_home() -> Path:
+    """Where the project caches what it computed (Arrow tables of data files, contrastive encoders):
+    ``$UDA_CACHE``, default ``~/.cache/uda``."""
+    return Path(os.environ.get("UDA_CACHE", Path.home() / ".cache" / "uda")).expanduser()
+
+
 def text_hash(text: str) -> bytes:
     """The 16-byte key of a text (BLAKE2b): how the augmentation cache and precomputed copies find a
     text without keeping it in memory. ``.hex()`` for json."""

@@ -464,10 +464,14 @@ def fit(run: Run) -> None:
                     views = (_to(ori, accelerator.device), _to(aug, accelerator.device))
                     st.drawn["unlabeled"] += len(unl)
                     hidden = task.hidden_labels(unl) if hasattr(task, "hidden_labels") else None
-                out: StepOutput = uda_step(task, model, batch_l, views,
-                                           tsa=lambda k: tsa_threshold(cfg.uda.tsa, progress, k), lambda_u=lambda_u,
-                                           temperature=cfg.uda.temperature, confidence=cfg.uda.confidence,
-                                           hard=cfg.uda.target == "hard", alignment=alignment, hidden_labels=hidden)
+                # one autocast context over the step's forward passes: the weights are cast to the compute
+                # dtype once and reused (accelerate's per-forward autocast alone casts them for every pass)
+                with accelerator.autocast():
+                    out: StepOutput = uda_step(task, model, batch_l, views,
+                                               tsa=lambda k: tsa_threshold(cfg.uda.tsa, progress, k),
+                                               lambda_u=lambda_u, temperature=cfg.uda.temperature,
+                                               confidence=cfg.uda.confidence, hard=cfg.uda.target == "hard",
+                                               alignment=alignment, hidden_labels=hidden)
                 if not _finite_everywhere(out.loss, accelerator):
                     step_ok = False  # a NaN/inf loss never reaches the weights: the whole step is skipped
                     break

@@ -1,0 +1,195 @@
+#!/usr/bin/env python
+"""Peak resident memory and setup time against the size of the unlabelled pool: training setup plus
+20 steps, with and without a precomputed augmentation file, the first setup (files converted to the
+Arrow cache) and a second one on the same files (the cache read).
+
+    python benchmarks/pool_memory.py [--data ../shared/data/imdb] [--sizes 70000 500000 2000000]
+        [--model tiny|minilm] [--work DIR] [--out benchmarks/results/pool_memory]
+
+Pools are synthetic: IMDB reviews (unsup.jsonl.gz of --data, default $UDA_DATA_PATH or
+../shared/data/imdb) copied until the size is reached, each copy made unique by a suffix, in
+``unsup.jsonl.gz`` beside links to the IMDB train and test files; the precomputed file gives each
+text one "augmented" copy (its words reversed). Generated files are kept in --work and reused.
+
+Each measurement is a child process (a fresh interpreter with its own cache folder, $UDA_CACHE) that
+runs ``uda.train.train`` on task text_classification for 20 steps, batch 8, unsup ratio 3, dev 100,
+200 test reviews, on a TINY BERT (1 layer, hidden 32, the MiniLM tokenizer) or with --model minilm the
+offline all-MiniLM-L6-v2. It reports its peak RSS (``resource.getrusage``, which counts the pages of
+memory-mapped files it touched) after setup and at the end, and the time of ``task.setup`` (data,
+tokenizer, augmenter and its join to the pool). Without a precomputed file the augmenter is
+--plain_method (default swap): TF-IDF and unif fit statistics on every text of the pool, which would
+measure those statistics rather than the pool.
+
+Writes results.json and results.md to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks.augment_speed import load_reviews  # noqa: E402
+
+
+def build_pool(work: Path, imdb: Path, size: int) -> Path:
+    """``work/pool-<size>``: unsup.jsonl.gz of ``size`` unique texts, pre.jsonl.gz with one copy each,
+    and links to the IMDB train and test files. Made once (a ``done`` file marks a finished folder)."""
+    folder = work / f"pool-{size}"
+    if (folder / "done").is_file():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    reviews = load_reviews(imdb, min(size, 50_000))
+    # compresslevel 1: writing millions of lines at the default level takes minutes longer
+    with gzip.open(folder / "unsup.jsonl.gz", "wt", encoding="utf-8", compresslevel=1) as unsup, \
+            gzip.open(folder / "pre.jsonl.gz", "wt", encoding="utf-8", compresslevel=1) as pre:
+        for i in range(size):
+            text = f"{reviews[i % len(reviews)]} [{i}]"
+            unsup.write(json.dumps({"id": f"u{i}", "text": text}) + "\n")
+            pre.write(json.dumps({"text": text, "augmented": [" ".join(reversed(text.split()))]}) + "\n")
+    for name in ("train.jsonl.gz", "test.jsonl.gz"):
+        if not (folder / name).exists():
+            (folder / name).symlink_to((imdb / name).resolve())
+    (folder / "done").write_text("", encoding="utf-8")
+    return folder
+
+
+def tiny_model(work: Path) -> Path:
+    """A 1-layer BERT of hidden size 32 with the (offline) MiniLM tokenizer, saved once under ``work``."""
+    folder = work / "tiny_bert"
+    if (folder / "config.json").is_file():
+        return folder
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from uda.hub import resolve_model_path
+
+    tok = AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
+    torch.manual_seed(0)
+    BertForSequenceClassification(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
+                                             num_attention_heads=2, intermediate_size=64, num_labels=2,
+                                             max_position_embeddings=512)).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def child(spec: dict) -> dict:
+    """One measurement, in this (fresh) process."""
+    import tasks  # noqa: F401 (registers the tasks)
+    from uda.config import build_config
+    from uda.task import get_task
+    from uda.train import train
+
+    cfg = build_config("text_classification", None, spec["overrides"])
+    task = get_task("text_classification")
+    out: dict = {}
+    setup = task.setup
+
+    def timed_setup(c):
+        t = time.perf_counter()
+        data = setup(c)
+        out.update(setup_s=round(time.perf_counter() - t, 2), rss_after_setup_mib=round(peak_rss_mib(), 1),
+                   pool=len(data.unlabeled))
+        return data
+
+    task.setup = timed_setup
+    t = time.perf_counter()
+    train(cfg, task)
+    out.update(total_s=round(time.perf_counter() - t, 2), peak_rss_mib=round(peak_rss_mib(), 1))
+    return out
+
+
+def measure(folder: Path, model: str, precomputed: bool, plain_method: str, cache: Path, run_dir: Path) -> dict:
+    overrides = {"model.name_or_path": model, "data.path": str(folder), "data.num_labeled": 20,
+                 "data.dev_size": 100, "data.max_test": 200, "data.unlabeled_from_train": False,
+                 "data.min_unlabeled_chars": 0, "model.max_length": 128, "train.max_steps": 20,
+                 "train.warmup_steps": 0, "train.batch_size": 8, "train.eval_every": 1000, "uda.unsup_ratio": 3,
+                 "output_dir": str(run_dir), "overwrite": True, "report_to": "none",
+                 **({"augment.method": "precomputed", "augment.file": str(folder / "pre.jsonl.gz")} if precomputed
+                    else {"augment.method": plain_method})}
+    env = {**os.environ, "UDA_CACHE": str(cache), "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run([sys.executable, __file__, "--child", json.dumps({"overrides": overrides})], env=env,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"error: the measurement failed ({folder.name}, precomputed={precomputed}):\n"
+                         f"{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def write_results(out: Path, rows: list[dict], meta: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2), encoding="utf-8")
+    md = [f"# Unlabelled pool size: peak memory and setup time ({meta['model']} model, 20 steps)", "",
+          f"`{meta['command']}` on {meta['machine']}.", "",
+          "| pool | augmentation | setup | setup s | peak RSS after setup MiB | peak RSS MiB | total s |",
+          "|---:|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        md.append(f"| {r['size']:,} | {r['augmentation']} | {r['setup']} | {r['setup_s']} | "
+                  f"{r['rss_after_setup_mib']:,} | {r['peak_rss_mib']:,} | {r['total_s']} |")
+    sizes = sorted({r["size"] for r in rows})
+    md += ["", f"Growth of peak RSS from {sizes[0]:,} to {sizes[-1]:,} texts (goal: under 512 MiB) and speed-up of "
+               "the second setup over the first (goal: at least 5x):", ""]
+    for aug in dict.fromkeys(r["augmentation"] for r in rows):
+        pick = {(r["size"], r["setup"]): r for r in rows if r["augmentation"] == aug}
+        growth = {s: round(pick[(sizes[-1], s)]["peak_rss_mib"] - pick[(sizes[0], s)]["peak_rss_mib"], 1)
+                  for s in ("first", "second")}
+        speed = {n: round(pick[(n, "first")]["setup_s"] / max(pick[(n, "second")]["setup_s"], 1e-9), 1) for n in sizes}
+        md.append(f"- {aug}: peak RSS growth {growth['first']} MiB (first setup), {growth['second']} MiB (second); "
+                  f"second setup faster by " + ", ".join(f"{v}x at {n:,}" for n, v in speed.items()))
+    (out / "results.md").write_text("\n".join(md) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default=os.environ.get("UDA_DATA_PATH") or str(REPO.parent / "shared" / "data" / "imdb"),
+                    help="IMDB folder with unsup.jsonl.gz, train.jsonl.gz and test.jsonl.gz")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[70_000, 500_000, 2_000_000])
+    ap.add_argument("--model", choices=("tiny", "minilm"), default="tiny")
+    ap.add_argument("--plain_method", default="swap", help="augmenter of the runs without a precomputed file")
+    ap.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "uda_pool_memory"),
+                    help="generated pools (about 1 GB per million texts), caches, run folders")
+    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "pool_memory"))
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return 0
+    imdb, work = Path(args.data).expanduser(), Path(args.work).expanduser()
+    model = "minilm" if args.model == "minilm" else str(tiny_model(work))
+    rows = []
+    for size in args.sizes:
+        folder = build_pool(work, imdb, size)
+        for precomputed in (False, True):
+            aug = "precomputed" if precomputed else args.plain_method
+            cache = work / "cache" / f"{size}-{aug}"
+            if cache.exists():  # the first setup starts from an empty cache
+                shutil.rmtree(cache)
+            for setup in ("first", "second"):
+                r = measure(folder, model, precomputed, args.plain_method, cache, work / "run")
+                rows.append({"size": size, "augmentation": aug, "setup": setup, **r})
+                print(json.dumps(rows[-1]), flush=True)
+    meta = {"model": args.model, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+            "command": "python benchmarks/pool_memory.py " + " ".join(argv)}
+    write_results(Path(args.out), rows, meta)
+    print(f"wrote {args.out}/results.json and results.md")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
