@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterable
 
 from augment.base import Augmenter
 from augment.registry import NEEDS_CORPUS, make_augmenter
@@ -21,9 +21,10 @@ def _options(cfg: Any) -> dict:
     return opts
 
 
-def build_augmenter(cfg: Any, corpus_texts: Sequence[str]) -> Augmenter:
+def build_augmenter(cfg: Any, corpus_texts: Iterable[str]) -> Augmenter:
     """``cfg`` is an AugmentConfig; ``corpus_texts`` are the unlabelled texts the TF-IDF statistics
-    are fitted on (the reference fits them on the unlabelled corpus)."""
+    are fitted on (the reference fits them on the unlabelled corpus), read once (an iterator over a
+    pool on disk will do)."""
     then = getattr(cfg, "then", None)
     names = [cfg.method] + ([then] if then else [])
     stats = None
