@@ -138,6 +138,16 @@ def test_hard_target_alignment_and_ramp_resume_exactly(model_dir, tiny_text_data
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_supervised_only_run_of_a_recipe_with_alignment(model_dir, tiny_text_data, tmp_path):
+    """A recipe with distribution alignment run as its own supervised baseline (--uda.lambda_u 0, what
+    the sweep's supervised and finetune methods do) trains: there are no unlabelled targets to align."""
+    out = tmp_path / "sup"
+    run(tiny_config(model_dir, tiny_text_data, out, **{"uda.distribution_alignment": True, "uda.lambda_u": 0.0,
+                                                      "train.max_steps": 3, "train.eval_every": 3}))
+    assert (out / "results.json").is_file()
+    assert not any(k.startswith("unsup/") for line in training_lines(out) for k in line)
+
+
 def test_distribution_alignment_needs_a_class_distribution(tiny_text_data, tmp_path):
     from uda.config import ConfigError
     from uda.train import train

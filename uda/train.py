@@ -377,7 +377,9 @@ def setup(cfg: Config, task: Any, clock: Callable[[], float] = time.monotonic) -
     labeled = BatchStream(len(data.train), B, cfg.seed, rank, world)
     unlabeled = BatchStream(len(data.unlabeled), r * B, cfg.seed + 1, rank, world) if cfg.uda.lambda_u > 0 else None
     state = LoopState()
-    if cfg.uda.distribution_alignment:  # starts at the labelled prior, so the first weights are 1
+    if cfg.uda.distribution_alignment and unlabeled is not None:  # aligns the unlabelled targets: none
+        # when supervised only (a recipe with alignment run as its own baseline, --uda.lambda_u 0);
+        # starts at the labelled prior, so the first weights are 1
         state.class_ema = task.class_prior.clone().float()
     run = Run(cfg, task, accelerator, model, accelerator.unwrap_model(model), optimizer, scheduler, data,
               labeled, unlabeled, None, run_dir, select_metric, state, t_start,  # type: ignore[arg-type]
