@@ -13,8 +13,9 @@ options laid over those):
 
 - ``supervised``: supervised only (``--uda.lambda_u 0``), everything else as the config says (a recipe
   with a contrastive stage keeps it: this is the recipe without its consistency loss);
-- ``finetune``: plain fine-tuning: supervised only and, for text tasks, no contrastive stage
-  (``--uda.lambda_u 0 --model.contrastive_iterations none``); what a user gets from the labels alone;
+- ``finetune``: plain fine-tuning: supervised only, no Training Signal Annealing and, for text tasks,
+  no contrastive stage (``--uda.lambda_u 0 --uda.tsa none --model.contrastive_iterations none``);
+  what a user gets from the labels alone;
 - ``uda``: UDA as the config says (augmentation included);
 - ``uda_tfidf``: UDA with TF-IDF word replacement (``--augment.method tf_idf``, the config's p);
 - ``uda_bt``: UDA with precomputed (back-translated) copies (``--augment.method precomputed
@@ -105,7 +106,7 @@ def method_overrides(method: str, bt_file: Optional[str], plain: Optional[dict] 
     if method == "supervised":
         return {"uda.lambda_u": "0"}
     if method == "finetune":
-        return {"uda.lambda_u": "0", **(plain or {})}
+        return {"uda.lambda_u": "0", "uda.tsa": "none", **(plain or {})}
     if method == "uda":
         return {}
     if method == "uda_tfidf":
@@ -113,7 +114,7 @@ def method_overrides(method: str, bt_file: Optional[str], plain: Optional[dict] 
     if method == "uda_bt":
         return {"augment.method": "precomputed", "augment.file": str(bt_file)}
     if method == "ceiling":
-        return {"uda.lambda_u": "0", "data.num_labeled": "0", **(plain or {})}
+        return {"uda.lambda_u": "0", "uda.tsa": "none", "data.num_labeled": "0", **(plain or {})}
     raise ValueError(f"unknown method '{method}'")
 
 

@@ -145,7 +145,7 @@ def test_plan_sets_each_runs_options(tmp_path, capsys):
     assert cfg["ceiling-nall-seed1"].output_dir == str(tmp_path / "ceiling-nall-seed1")
 
 
-def test_finetune_and_ceiling_drop_the_recipes_contrastive_stage(tmp_path):
+def test_finetune_and_ceiling_drop_the_recipes_contrastive_stage_and_tsa(tmp_path):
     """supervised keeps the recipe's contrastive stage (the recipe without its consistency loss);
     finetune and ceiling are plain fine-tuning."""
     from benchmarks.sweep import build_plan, parse_args
@@ -156,6 +156,8 @@ def test_finetune_and_ceiling_drop_the_recipes_contrastive_stage(tmp_path):
     assert [cfg[f"{m}-n20-seed0"].model.contrastive_iterations for m in ("finetune", "supervised", "uda")] == [None, 20, 20]
     assert [cfg[f"{m}-n20-seed0"].uda.lambda_u for m in ("finetune", "supervised")] == [0, 0]
     assert cfg["ceiling-nall-seed0"].model.contrastive_iterations is None
+    assert [cfg[f"{m}-n20-seed0"].uda.tsa for m in ("finetune", "supervised", "uda")] == [None, "linear", "linear"]
+    assert cfg["ceiling-nall-seed0"].uda.tsa is None
 
 
 def test_summarize_only_without_runs(tmp_path, capsys):
