@@ -190,3 +190,31 @@ def test_contrastive_stage_fine_tunes_the_encoder_and_is_cached(model_dir, tiny_
     results = run(tiny_config(model_dir, tiny_text_data, tmp_path / "run", **{
         "model.pooling": "mean", "model.contrastive_iterations": 1, "train.max_steps": 2, "train.eval_every": 2}))
     assert results["test"]["num_examples"] == 60
+
+
+def test_head_lr_puts_only_the_new_heads_in_their_own_groups(model_dir, tiny_text_data, tmp_path):
+    """train.head_lr: the parameters outside transformers' base model (the classifier, the QA span
+    and answerability heads) get that learning rate; without it the groups are the usual two."""
+    from tasks.qa_model import build_qa_model
+    from tasks.text_model import build_text_classifier
+    from uda.train import param_groups
+
+    clf = build_text_classifier(str(model_dir), ["neg", "pos"], "mean")
+    assert [(g["lr"], g["weight_decay"]) for g in param_groups(clf, 0.01, 1e-5)] == [(1e-5, 0.01), (1e-5, 0.0)]
+    groups = param_groups(clf, 0.01, 1e-5, head_lr=1e-3)
+    head = {id(p) for g in groups if g["lr"] == 1e-3 for p in g["params"]}
+    assert head == {id(p) for p in clf.classifier.parameters()}
+    assert sum(len(g["params"]) for g in groups) == len(list(clf.parameters()))
+
+    from transformers import BertConfig, BertForQuestionAnswering
+    qa_dir = tmp_path / "qa"
+    BertForQuestionAnswering(BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                        intermediate_size=20)).save_pretrained(qa_dir)
+    qa = build_qa_model(str(qa_dir))
+    head = {id(p) for g in param_groups(qa, 0.01, 1e-5, head_lr=1e-3) if g["lr"] == 1e-3 for p in g["params"]}
+    assert head == {id(p) for m in (qa.qa_outputs, qa.answerability) for p in m.parameters()}
+
+    out = tmp_path / "run"
+    run(tiny_config(model_dir, tiny_text_data, out, **{"train.head_lr": 1e-3, "train.max_steps": 2,
+                                                      "train.eval_every": 2, "train.warmup_steps": 0}))
+    assert (out / "results.json").is_file()

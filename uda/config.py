@@ -118,6 +118,9 @@ class AugmentConfig:
 @dataclass
 class TrainConfig:
     lr: float = _f(2e-5, "Peak learning rate of AdamW.")
+    head_lr: Optional[float] = _f(
+        None, "Peak learning rate of the parameters outside the pretrained encoder (the task's new heads: span, "
+        "answerability, relevance or classification layers), on the same schedule; None: train.lr.")
     weight_decay: float = _f(0.01, "AdamW weight decay (not applied to biases and LayerNorm).")
     batch_size: int = _f(8, "Labelled examples per step (per process).")
     max_steps: int = _f(10000, "Optimizer steps.")
@@ -394,6 +397,7 @@ def validate(cfg: Config) -> None:
 
     t, u, d = cfg.train, cfg.uda, cfg.data
     need(t.lr > 0, f"train.lr must be > 0, got {t.lr}")
+    need(t.head_lr is None or t.head_lr > 0, f"train.head_lr must be > 0 (or none: train.lr), got {t.head_lr}")
     need(t.batch_size >= 1, f"train.batch_size must be >= 1, got {t.batch_size}")
     need(t.max_steps >= 1, f"train.max_steps must be >= 1, got {t.max_steps}")
     need(0 <= t.warmup_steps <= t.max_steps, f"train.warmup_steps must be in [0, train.max_steps], got {t.warmup_steps}")
