@@ -90,7 +90,8 @@ TASKS = {
         title="SQuAD 2.0", unit="labelled questions",
         metrics=[("exact", "EM"), ("f1", "F1"), ("HasAns_exact", "HasAns EM"), ("HasAns_f1", "HasAns F1"),
                  ("NoAns_exact", "NoAns acc"), ("best_f1", "best-threshold F1 (test)"),
-                 ("HasAns_span_f1", "HasAns span F1"), ("answerability_accuracy", "answerability acc")],
+                 ("HasAns_span_f1", "HasAns span F1"), ("answerability_accuracy", "answerability acc"),
+                 ("answerability_auc", "answerability AUC")],
         plots=["f1", "HasAns_span_f1"], scale=1.0, default_num_labeled=[64, 256, 1024],
         default_methods=["supervised", "uda"]),
 }

@@ -37,7 +37,7 @@ from tasks.qa_data import build_features, clip_questions, collate_features, desc
 from tasks.qa_config import QAConfig
 from tasks.qa_model import build_qa_model
 from tasks.qa_postprocess import decide, fit_null_threshold, postprocess
-from tasks.squad_metric import raw_scores, squad_v2_metrics
+from tasks.squad_metric import raw_scores, roc_auc, squad_v2_metrics
 from uda.config import ConfigError
 from uda.evaluation import length_sorted_batches, run_inference
 from uda.hub import resolve_model_path
@@ -161,7 +161,8 @@ def prediction_records(examples: Sequence[dict], preds: Sequence[dict], threshol
 class QATask:
     name = "squad_v2"
     selectable_metrics = ("exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "best_exact",
-                          "best_f1", "HasAns_span_exact", "HasAns_span_f1", "answerability_accuracy")
+                          "best_f1", "HasAns_span_exact", "HasAns_span_f1", "answerability_accuracy",
+                          "answerability_auc")
     main_metric = "best_f1"  # dev F1 at the dev-fitted no-answer threshold: the threshold test will use
 
     def __init__(self) -> None:
@@ -283,6 +284,9 @@ class QATask:
         metrics["HasAns_span_f1"] = 100.0 * sum(forced_f1.values()) / len(has) if has else 0.0
         verifier_right = [(p["has_answer_log_odds"] > 0) == (not e["is_impossible"]) for e, p in zip(examples, preds)]
         metrics["answerability_accuracy"] = 100.0 * float(np.mean(verifier_right)) if preds else 0.0
+        auc = roc_auc([p["has_answer_log_odds"] for p in preds], [not e["is_impossible"] for e in examples])
+        if auc is not None:  # the verifier's ranking of answerable above unanswerable questions
+            metrics["answerability_auc"] = 100.0 * auc
         metrics["null_threshold"] = float(threshold)
         metrics["num_examples"] = len(preds)
         return {k: float(v) for k, v in metrics.items()}
@@ -294,7 +298,9 @@ class QATask:
         fitted on the dev split with this model (qa.fit_threshold_on_dev) and then applied.
         Also: ``HasAns_span_exact/f1`` (answerable questions always answered with the best span: the
         span head's quality without the no-answer decision), ``answerability_accuracy`` (the
-        verifier's has-answer log-odds > 0 against the gold), ``null_threshold`` (the one applied)."""
+        verifier's has-answer log-odds > 0 against the gold), ``answerability_auc`` (ROC AUC of those
+        log-odds for answerable against unanswerable, in %; 50 = chance), ``null_threshold`` (the one
+        applied)."""
         preds = self.predict(model, examples, accelerator, batch_size)
         threshold = self.qa.null_threshold
         dev_preds = None

@@ -139,3 +139,23 @@ def squad_v2_metrics(gold_answers: Mapping[str, Sequence[str]], preds: Mapping[s
             # the official script reports 0.0 when answering nothing is best
             out[f"best_{name}"], out[f"best_{name}_thresh"] = best, 0.0 if thresh is None else float(thresh)
     return out
+
+
+def roc_auc(scores: Sequence[float], positive: Sequence[bool]) -> Optional[float]:
+    """Area under the ROC curve of ``scores`` for telling ``positive`` examples from the others: the
+    probability that a random positive scores above a random negative, ties counting one half (the
+    Mann-Whitney U statistic over n_pos * n_neg). None when either class is absent. Written here
+    rather than importing scikit-learn, which the project does not otherwise need, for one formula."""
+    pairs = sorted(zip(scores, positive), key=lambda sp: sp[0])
+    n_pos = sum(1 for _, p in pairs if p)
+    n_neg = len(pairs) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return None
+    rank_sum, i = 0.0, 0
+    while i < len(pairs):  # average 1-based ranks over runs of tied scores
+        j = i
+        while j < len(pairs) and pairs[j][0] == pairs[i][0]:
+            j += 1
+        rank_sum += sum(1 for _, p in pairs[i:j] if p) * (i + 1 + j) / 2
+        i = j
+    return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)

@@ -89,3 +89,13 @@ def test_apply_no_answer_threshold():
     out = apply_no_answer_threshold(scores, {"a": 2.0, "b": 2.0}, {"a": True, "b": False}, 1.0)
     assert out == {"a": 0.0, "b": 1.0}
     assert apply_no_answer_threshold(scores, {"a": 0.0, "b": 0.0}, {"a": True, "b": False}, 1.0) == scores
+
+
+def test_roc_auc_by_hand():
+    from tasks.squad_metric import roc_auc
+
+    # pairs (pos, neg): (0.35, 0.1) right, (0.35, 0.4) wrong, (0.8, *) right twice -> 3 of 4
+    assert roc_auc([0.1, 0.4, 0.35, 0.8], [False, False, True, True]) == 0.75
+    assert roc_auc([1.0, 1.0, 2.0], [True, False, True]) == 0.75  # a tie counts one half: (0.5 + 1) / 2
+    assert roc_auc([3.0, 1.0], [True, False]) == 1.0 and roc_auc([1.0, 3.0], [True, False]) == 0.0
+    assert roc_auc([1.0, 2.0], [True, True]) is None  # one class only
