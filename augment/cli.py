@@ -37,10 +37,13 @@ with a digit, one..twenty, first..tenth, ...) and capitalised names (a capital l
 sentence start, ALL-CAPS words, U.S.), and never insert one; the name gets "-protect", so outputs
 and caches with and without it never mix. The rules are in augment/text_ops.py.
 
-Scale and safety: texts are processed in chunks; every finished chunk is appended to a cache folder
-keyed by the augmenter settings (--cache_dir), so an interrupted run resumes where it stopped and a
-repeated run is free. --workers N spreads chunks over N processes; under torchrun / accelerate launch
-each rank (RANK/WORLD_SIZE) takes its share and rank 0 merges in the original order. The output is
+Scale and safety: the input is read as it goes (a file is converted once to an Arrow table under
+$UDA_CACHE/data, as training does; a task's pool is read from its tables) and the output written in input
+order as the chunks finish, so memory does not grow with the number of texts. Texts are processed in
+chunks; every finished chunk is stored as a file in a cache folder keyed by the augmenter settings
+(--cache_dir), so an interrupted run resumes where it stopped and a repeated run is free. --workers N
+spreads chunks over N processes; under torchrun / accelerate launch each rank (RANK/WORLD_SIZE) takes its
+share and rank 0 writes the output in the original order. The output is
 deterministic for a seed (it depends only on the seed, settings and chunk contents). Empty texts,
 texts the augmenter fails on, and (with --on_bad_line skip) undecodable or non-json lines are skipped
 and listed in the report; the output never misaligns original and copies.

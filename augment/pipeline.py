@@ -1,27 +1,38 @@
-"""Augment a whole text set: chunks, worker processes or ranks, a cache, resume, and an ordered merge.
+"""Augment a whole text set as a stream: chunks, worker processes or ranks, a cache, resume, and an output
+written in input order as the chunks finish.
 
-How a run works (:func:`augment_texts`):
+How a run works (:class:`_Run`, behind :func:`augment_file` and :func:`augment_texts`):
 
-1. Texts are de-duplicated (first occurrence order) and cut into chunks of ``chunk_size``. Copy ``j``
-   of a chunk is made by one augmenter call with ``np.random.default_rng([seed, j, *digest(chunk)])``,
-   so the result depends on the seed and the chunk's content only: not on the number of workers or
-   ranks, nor on whether the run was interrupted.
+1. The texts' 16-byte hashes (:func:`uda.io.text_hash`; for files and a task's pool they were computed when
+   the data was converted to Arrow) are de-duplicated with numpy: each distinct text gets a rank in
+   first-occurrence order, and the ranks are cut into chunks of ``chunk_size``. Copy ``j`` of a chunk is made
+   by one augmenter call with ``np.random.default_rng([seed, j, *digest(chunk)])``, so the result depends on
+   the seed and the chunk's content only: not on the number of workers or ranks, nor on whether the run was
+   interrupted. What stays in memory is numpy arrays of about 50 bytes a text with 2 copies (hashes, ranks,
+   which cache file holds each copy; more for a moment while de-duplicating) and the texts of the chunks
+   in flight: a text is read from the input when its chunk is computed and when its row is written, and
+   not kept.
 2. The cache is a folder per augmenter setting (method, options, seed, chunk size, and the corpus for
-   TF-IDF) under ``cache_dir``. Each finished (chunk, copy) is appended to this process's own file as
-   one json line (flushed and fsync-ed), so a killed run loses at most the chunks in flight and a torn
-   last line is ignored on reading. A rerun (or a resumed run) loads the folder and computes only what
-   is missing; a repeated run is free.
-3. Chunks are spread over ``workers`` processes (spawned; each builds the augmenter once) and over
-   ``world_size`` ranks (``RANK``/``WORLD_SIZE`` of torchrun or ``accelerate launch``: rank r takes the
-   chunks c with c % world_size == r). Rank 0 waits for the others' done-markers, computes anything
-   still missing, and merges in the original order.
-4. A chunk whose augmenter call raises is retried text by text; a text that still fails is reported as
-   a skip (with the error) and is not cached, so a later run retries it.
+   TF-IDF) under ``cache_dir``. Each finished work unit (the texts of a chunk still missing and the copies to
+   make) is one small Arrow file of (text hash, copy, output), written to a temporary name, fsync-ed and
+   renamed, so a killed run loses at most the units in flight and never leaves half a file. A run indexes
+   the folder first (the hashes and copy numbers of each file, not the outputs) and computes only the
+   copies no file holds, text by text: texts cached by an earlier run, even of other inputs, are not
+   computed again, and a repeated run is free.
+3. Chunks are spread over ``workers`` processes (spawned; each builds the augmenter once; two units per
+   worker in flight at most) and over ``world_size`` ranks (``RANK``/``WORLD_SIZE`` of torchrun or
+   ``accelerate launch``: rank r takes the chunks c with c % world_size == r).
+4. Rank 0 writes the output: a row as soon as its text's chunk is finished, its copies read back from the
+   cache. With several ranks it computes its share, waits for the others' done-markers, computes anything
+   still missing, and writes the rest.
+5. A chunk whose augmenter call raises is retried text by text; a text that still fails is reported as a
+   skip (with the error) and is not cached, so a later run retries it.
 
 :func:`augment_file` wraps this for files: it reads any input the core reads (json/jsonl/csv/tsv/parquet
-files, or the unlabelled pool of a task's data config), writes the precomputed format of
-:mod:`augment.precomputed` (one line per kept input row, in input order, with its id) and a report
-(counts, skips with row numbers and reasons, speed, the augmenter's counters).
+files through their Arrow tables, :mod:`augment.inputs`, or the unlabelled pool of a task's data config),
+writes the precomputed format of :mod:`augment.precomputed` line by line (one line per kept input row, in
+input order, with its id) and a report (counts, skips with row numbers and reasons, speed, the augmenter's
+counters).
 """
 
 from __future__ import annotations
@@ -31,19 +42,21 @@ import json
 import multiprocessing as mp
 import os
 import re
-import socket
 import sys
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
+from augment.inputs import InputRow, ListRows, SequenceRows, open_inputs, read_input_rows
 from augment.registry import NEEDS_CORPUS, make_augmenter, parse_method
-from uda.data import DataError, read_table
-from uda.io import BadLine, iter_jsonl, text_hash
+from uda.arrow_cache import hash_array
+from uda.data import DataError
+from uda.io import atomic_open, text_hash
 
 __all__ = [
     "AugmentOutcome",
@@ -55,8 +68,11 @@ __all__ = [
     "default_output_name",
 ]
 
-# 2: TF-IDF and uniform replacement tokenise as the reference does (augment/text_ops.py)
-CACHE_FORMAT = "uda-augment-cache/2"
+# 3: one Arrow file per finished work unit, indexed by text hash (2: json lines appended by each process).
+# The format is part of a cache folder's settings key, so folders of other formats are never read.
+CACHE_FORMAT = "uda-augment-cache/3"
+_IN_FLIGHT_PER_WORKER = 2
+_FILES_KEPT = 4  # cache files whose outputs the writer keeps decoded (rows mostly come chunk after chunk)
 
 
 # --------------------------------------------------------------------------------------------
@@ -79,6 +95,12 @@ def chunk_rng(seed: int, copy: int, keys: Sequence[str]) -> np.random.Generator:
     """The generator for copy ``copy`` of the texts with ``keys``: depends on the content only."""
     words = np.frombuffer(_digest(keys), dtype=np.uint32).tolist()
     return np.random.default_rng([int(seed), int(copy), *words])
+
+
+def _hex_keys(keys: np.ndarray) -> list[str]:
+    """The hex of each key of an ``S16`` array, read from its bytes (an item would lose trailing zero bytes)."""
+    raw = np.ascontiguousarray(keys).tobytes().hex()
+    return [raw[i:i + 32] for i in range(0, len(raw), 32)]
 
 
 def default_cache_dir() -> Path:
@@ -106,51 +128,74 @@ def _stats_of(aug: Any) -> Counter:
 # --------------------------------------------------------------------------------------------
 
 
-class ChunkCache:
-    """Append-only json-lines files of finished (chunk, copy) records in one settings folder.
+def _unit_schema() -> Any:
+    import pyarrow as pa
 
-    Each process appends to its own file, so concurrent writers never interleave; readers take every
-    file and skip torn lines (a run killed mid-write).
+    return pa.schema([("key", pa.binary(16)), ("copy", pa.int32()), ("out", pa.string())])
+
+
+class ChunkCache:
+    """Finished work units of one settings folder, one Arrow file each: a row (text hash, copy, output) per
+    text and copy, the output null where the augmenter failed.
+
+    A file is written under a temporary name and renamed, so readers only ever see whole files; its name is
+    a digest of its keys and copies, which determine its outputs, so processes and ranks that compute the
+    same unit write the same file. Files are numbered in the order this process first sees them.
     """
 
     def __init__(self, folder: Path):
         self.folder = folder
         self.folder.mkdir(parents=True, exist_ok=True)
-        self._file = None
-        self.torn_lines = 0
+        self._paths: list[Path] = []
+        self._ids: dict[str, int] = {}
+        self.unreadable = 0
 
-    def load(self, wanted: set[str]) -> dict[tuple[str, int], str]:
-        found: dict[tuple[str, int], str] = {}
-        self.torn_lines = 0
-        for path in sorted(self.folder.glob("*.jsonl")):
-            with open(path, "rb") as f:
-                for line in f:
-                    try:
-                        rec = json.loads(line)
-                        j, keys, outs = int(rec["j"]), rec["keys"], rec["out"]
-                        if len(keys) != len(outs):
-                            raise ValueError
-                    except (ValueError, KeyError, TypeError):
-                        self.torn_lines += 1
-                        continue
-                    for k, o in zip(keys, outs):
-                        if o is not None and k in wanted:
-                            found[(k, j)] = o
-        return found
+    @staticmethod
+    def _table(path: Path) -> Any:
+        import pyarrow as pa
 
-    def append(self, j: int, keys: Sequence[str], outs: Sequence[Optional[str]]) -> None:
-        if self._file is None:
-            name = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns()}.jsonl"
-            self._file = open(self.folder / _safe(name), "ab")
-        line = json.dumps({"j": j, "keys": list(keys), "out": list(outs)}, ensure_ascii=False) + "\n"
-        self._file.write(line.encode("utf-8"))
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        return pa.ipc.open_stream(pa.memory_map(str(path))).read_all()
 
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+    def scan(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+        """(file id, keys, copies, output present) of each file not seen before; the outputs are not read."""
+        for path in sorted(self.folder.glob("*.arrow")):
+            if path.name in self._ids:
+                continue
+            try:
+                t = self._table(path)
+                keys = hash_array(t.column("key")).copy()
+                copies = t.column("copy").to_numpy().astype(np.int64)
+                ok = t.column("out").is_valid().to_numpy(zero_copy_only=False)
+            except (OSError, ValueError, KeyError):  # not written by this code (renamed files are whole)
+                self._ids[path.name] = -1
+                self.unreadable += 1
+                continue
+            self._ids[path.name] = len(self._paths)
+            self._paths.append(path)
+            yield self._ids[path.name], keys, copies, ok
+
+    def write(self, keys: Sequence[str], copies: Sequence[int], outs: Mapping[int, Sequence[Optional[str]]]) -> int:
+        """Store a finished unit (``outs[j]``: the outputs of copy j, aligned with the hex ``keys``); its file id."""
+        import pyarrow as pa
+
+        name = hashlib.blake2b(json.dumps([list(copies), list(keys)]).encode(), digest_size=16).hexdigest() + ".arrow"
+        raw = [bytes.fromhex(k) for k in keys]
+        table = pa.table({"key": pa.array(raw * len(copies), pa.binary(16)),
+                          "copy": pa.array([j for j in copies for _ in keys], pa.int32()),
+                          "out": pa.array([o for j in copies for o in outs[j]], pa.string())}, schema=_unit_schema())
+        with atomic_open(self.folder / name, "wb", fsync=True) as f, pa.ipc.new_stream(f, table.schema) as w:
+            w.write_table(table)
+        if self._ids.get(name, -1) >= 0:  # the same unit again (a rank computed it too): the same outputs
+            return self._ids[name]
+        self._ids[name] = len(self._paths)
+        self._paths.append(self.folder / name)
+        return self._ids[name]
+
+    def read(self, file_id: int) -> tuple[np.ndarray, np.ndarray, list[Optional[str]]]:
+        """(keys, copies, outputs) of a file."""
+        t = self._table(self._paths[file_id])
+        return (hash_array(t.column("key")).copy(), t.column("copy").to_numpy().astype(np.int64),
+                t.column("out").to_pylist())
 
     def mark_done(self, run_key: str, rank: int, world: int) -> None:
         (self.folder / f"done-{run_key}-{rank}-of-{world}").write_text("done\n", encoding="utf-8")
@@ -186,7 +231,7 @@ class _Task:
 
 
 def _run_task(task: _Task, seed: int, aug: Any = None) -> tuple:
-    """Returns (task, {j: outputs (None where failed)}, {index: error message}, stats delta, seconds)."""
+    """Returns ({j: outputs (None where failed)}, {index: error message}, stats delta, seconds)."""
     aug = aug if aug is not None else _WORKER_AUG
     t0 = time.perf_counter()
     before = _stats_of(aug)
@@ -212,7 +257,7 @@ def _run_task(task: _Task, seed: int, aug: Any = None) -> tuple:
             outs[j] = single
     delta = _stats_of(aug)
     delta.subtract(before)
-    return task, outs, errors, dict(+delta), time.perf_counter() - t0
+    return outs, errors, dict(+delta), time.perf_counter() - t0
 
 
 def _run_task_in_worker(args: tuple) -> tuple:
@@ -221,7 +266,7 @@ def _run_task_in_worker(args: tuple) -> tuple:
 
 
 # --------------------------------------------------------------------------------------------
-# augment_texts
+# a run
 # --------------------------------------------------------------------------------------------
 
 
@@ -247,157 +292,284 @@ def _env_rank() -> tuple[int, int]:
     return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
 
-def augment_texts(
-    texts: Sequence[str],
-    method: str,
-    options: Optional[Mapping[str, Any]] = None,
-    *,
-    copies: int = 2,
-    seed: int = 0,
-    chunk_size: int = 128,
-    workers: int = 1,
-    cache_dir: str | os.PathLike | None = None,
-    rank: Optional[int] = None,
-    world_size: Optional[int] = None,
-    tfidf_stats: Any = None,
-    progress: bool = True,
-    wait_timeout: Optional[float] = None,
-    log: Any = None,
-) -> AugmentOutcome:
-    """Make ``copies`` augmented copies of every text with ``method`` (see :mod:`augment.registry`).
+Emit = Callable[[int, Optional[list[str]], Optional[str]], None]  # (text index, copies or None, error)
 
-    ``rank``/``world_size`` default to the ``RANK``/``WORLD_SIZE`` environment variables (torchrun,
-    accelerate). Only rank 0 returns the copies; the other ranks return after their share is cached.
-    ``tfidf_stats`` is fitted on ``texts`` when the method needs corpus statistics and none is given.
-    """
-    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    if copies < 1:
-        raise ValueError(f"copies must be >= 1, got {copies}")
-    if chunk_size < 1 or workers < 1:
-        raise ValueError("chunk_size and workers must be >= 1")
-    if seed < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}")
-    env_rank, env_world = _env_rank()
-    rank = env_rank if rank is None else rank
-    world = env_world if world_size is None else world_size
-    if not 0 <= rank < world:
-        raise ValueError(f"rank {rank} outside world size {world}")
-    options = dict(options or {})
-    stages = parse_method(method)
 
-    keys = [text_key(t) for t in texts]
-    unique: dict[str, str] = {}
-    for k, t in zip(keys, texts):
-        unique.setdefault(k, t)
-    ukeys = list(unique)
-    corpus_digest = None
-    if NEEDS_CORPUS & set(stages):
-        if tfidf_stats is None:
-            from augment.word_replace import fit_tfidf_stats
+class _Run:
+    """The augmentation of ``n`` texts known by their hashes (``hashes``, numpy ``S16``): ``texts()`` reads
+    them in order (once, for corpus statistics) and ``texts_at(positions)`` reads those of a chunk. The
+    constructor checks the options, de-duplicates, fits the statistics and makes the augmenter (so its name,
+    for the output's, is known); :meth:`run` does the work and hands each text's copies to ``emit`` in text
+    order (on rank 0)."""
 
-            tfidf_stats = fit_tfidf_stats(texts)
-        corpus_digest = _digest(ukeys).hex()
-    aug = make_augmenter(method, options, tfidf_stats)
-    # a deterministic chain (Apertium, beam-search Marian) gives every copy of a text the same output:
-    # compute copy 0 only and repeat it
-    made = 1 if copies > 1 and is_deterministic(aug) else copies
-    if made < copies:
-        log(f"[augment] {aug.name} is deterministic, so its {copies} copies of a text are identical: computing "
-            f"one and repeating it (follow it with a word-level method, e.g. {method}+tf_idf, for distinct copies)")
-    skey = _settings_key(method, options, aug.name, seed, chunk_size, corpus_digest)
-    folder = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-    cache = ChunkCache(folder / f"{_safe(aug.name)}-s{seed}-c{chunk_size}-{skey}")
-    chunks = [ukeys[i:i + chunk_size] for i in range(0, len(ukeys), chunk_size)]
-    run_key = hashlib.sha256((skey + _digest(ukeys).hex() + f"/{world}").encode()).hexdigest()[:16]
+    def __init__(self, hashes: np.ndarray, texts: Callable[[], Iterable[str]],
+                 texts_at: Callable[[np.ndarray], list[str]], method: str, options: Optional[Mapping[str, Any]] = None,
+                 *, copies: int = 2, seed: int = 0, chunk_size: int = 128, workers: int = 1,
+                 cache_dir: str | os.PathLike | None = None, rank: Optional[int] = None,
+                 world_size: Optional[int] = None, tfidf_stats: Any = None, progress: bool = True,
+                 wait_timeout: Optional[float] = None, log: Any = None):
+        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        if copies < 1:
+            raise ValueError(f"copies must be >= 1, got {copies}")
+        if chunk_size < 1 or workers < 1:
+            raise ValueError("chunk_size and workers must be >= 1")
+        if seed < 0:
+            raise ValueError(f"seed must be >= 0, got {seed}")
+        env_rank, env_world = _env_rank()
+        self.rank = env_rank if rank is None else rank
+        self.world = env_world if world_size is None else world_size
+        if not 0 <= self.rank < self.world:
+            raise ValueError(f"rank {self.rank} outside world size {self.world}")
+        self.method, self.options = method, dict(options or {})
+        stages = parse_method(method)
+        self.copies, self.seed, self.chunk_size, self.workers = copies, seed, chunk_size, workers
+        self.progress, self.wait_timeout, self.texts_at = progress, wait_timeout, texts_at
 
-    totals: Counter = Counter()
-    errors: dict[str, str] = {}
-    t_start = time.perf_counter()
+        # rank u = the u-th distinct text in first-occurrence order; uniq is sorted, order[u] its place there
+        self.n = len(hashes)
+        idx = np.int32 if self.n < 2**31 else np.int64
+        uniq, first, inverse = np.unique(np.asarray(hashes, dtype="S16"), return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        self.uniq, self.order = uniq, order.astype(idx)
+        self.rank_of = np.empty(len(uniq), dtype=idx)  # place in uniq -> rank
+        self.rank_of[order] = np.arange(len(uniq), dtype=idx)
+        self.row_rank = self.rank_of[inverse.reshape(-1)]  # text -> rank
+        self.first_row = first[order].astype(idx)  # rank -> its first text
+        del first, inverse, order
+        self.U = len(uniq)
+        self.n_chunks = -(-self.U // chunk_size)
+        h = hashlib.blake2b(digest_size=16)  # = _digest of every distinct key, in rank order
+        for s in range(0, self.U, 1 << 16):
+            h.update(self._keys(np.arange(s, min(s + (1 << 16), self.U))).tobytes().hex().encode("ascii"))
+        content = h.hexdigest()
 
-    def compute(my_chunks: list[int], cached: dict) -> None:
-        tasks = []
-        for c in my_chunks:
-            missing_by_j: dict[tuple[str, ...], list[int]] = {}
-            for j in range(made):
-                miss = tuple(k for k in chunks[c] if (k, j) not in cached)
-                if miss:
-                    missing_by_j.setdefault(miss, []).append(j)
-            for miss, js in missing_by_j.items():
-                tasks.append(_Task(c, list(miss), [unique[k] for k in miss], js))
-        n_pairs = sum(len(t.keys) * len(t.copies) for t in tasks)
-        totals["texts_computed"] += len({k for t in tasks for k in t.keys})
-        if not tasks:
+        corpus_digest = None
+        if NEEDS_CORPUS & set(stages):
+            if tfidf_stats is None:
+                from augment.word_replace import fit_tfidf_stats
+
+                tfidf_stats = fit_tfidf_stats(texts())  # one pass, as the texts are read
+            corpus_digest = content
+        self.tfidf_stats = tfidf_stats
+        self.aug = make_augmenter(method, self.options, tfidf_stats)
+        self.name = self.aug.name
+        # a deterministic chain (Apertium, beam-search Marian) gives every copy of a text the same output:
+        # compute copy 0 only and repeat it
+        self.made = 1 if copies > 1 and is_deterministic(self.aug) else copies
+        if self.made < copies:
+            self.log(f"[augment] {self.name} is deterministic, so its {copies} copies of a text are identical: "
+                     f"computing one and repeating it (follow it with a word-level method, e.g. {method}+tf_idf, "
+                     f"for distinct copies)")
+        skey = _settings_key(method, self.options, self.name, seed, chunk_size, corpus_digest)
+        folder = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+        self.cache = ChunkCache(folder / f"{_safe(self.name)}-s{seed}-c{chunk_size}-{skey}")
+        self.run_key = hashlib.sha256((skey + content + f"/{self.world}").encode()).hexdigest()[:16]
+
+        self.where = np.full((self.U, self.made), -1, dtype=np.int32)  # (rank, copy) -> cache file, -1: none
+        self.done = np.zeros(self.n_chunks, dtype=bool)  # chunks finished (or failed) in this run
+        self.errors: dict[int, str] = {}  # rank -> why the augmenter failed on it
+        self.totals: Counter = Counter()
+        self._pending: dict[int, int] = {}  # chunk -> its units still in flight
+        self._decoded: OrderedDict[int, dict] = OrderedDict()  # file id -> {(rank, copy): output}
+        self._next = 0  # the next text to hand to emit
+        self._write_s = 0.0  # time spent handing texts on (writing the output)
+
+    # ---------------------------------------------------------------- keys and the cache index
+
+    def _keys(self, ranks: np.ndarray) -> np.ndarray:
+        return self.uniq[self.order[ranks]]
+
+    def _ranks_of(self, keys: np.ndarray) -> np.ndarray:
+        """The rank of each key, -1 for keys of texts not in this run."""
+        if not self.U:
+            return np.full(len(keys), -1, dtype=np.int64)
+        pos = np.searchsorted(self.uniq, keys).clip(max=self.U - 1)
+        return np.where(self.uniq[pos] == keys, self.rank_of[pos], -1)
+
+    def _index(self) -> None:
+        """Take in the cache files not seen yet, then mark the chunks they complete."""
+        for fid, keys, js, ok in self.cache.scan():
+            ranks = self._ranks_of(keys)
+            m = (ranks >= 0) & ok & (js >= 0) & (js < self.made)
+            r, j = ranks[m], js[m]
+            free = self.where[r, j] < 0  # the first file seen wins
+            self.where[r[free], j[free]] = fid
+        if self.U:
+            complete = (self.where >= 0).all(axis=1)
+            self.done |= np.logical_and.reduceat(complete, np.arange(0, self.U, self.chunk_size))
+
+    def _chunk(self, c: int) -> np.ndarray:
+        return np.arange(c * self.chunk_size, min((c + 1) * self.chunk_size, self.U))
+
+    # ---------------------------------------------------------------- computing
+
+    def _units(self, chunks: list[int]) -> Iterator[tuple[np.ndarray, _Task]]:
+        """The work units of ``chunks``: per chunk, its texts missing for each copy (copies missing for the
+        same texts share a unit), read from the input only now."""
+        for c in chunks:
+            ranks = self._chunk(c)
+            by_missing: dict[tuple[int, ...], list[int]] = {}
+            for j in range(self.made):
+                miss = ranks[self.where[ranks, j] < 0]
+                if len(miss):
+                    by_missing.setdefault(tuple(miss.tolist()), []).append(j)
+            if not by_missing:  # completed meanwhile (by another rank)
+                self.done[c] = True
+                continue
+            self._pending[c] = len(by_missing)
+            for miss, js in by_missing.items():
+                r = np.array(miss, dtype=np.int64)
+                yield r, _Task(c, _hex_keys(self._keys(r)), self.texts_at(self.first_row[r]), js)
+
+    def _compute(self, chunks: list[int], emit: Optional[Emit]) -> None:
+        todo = [c for c in chunks if not self.done[c]]
+        if self.U:
+            wanted = np.zeros(self.n_chunks, dtype=bool)
+            wanted[todo] = True
+            missing = self.where[wanted[np.arange(self.U) // self.chunk_size]] < 0  # (texts of todo, made)
+            n_pairs = int(missing.sum())
+            self.totals["texts_computed"] += int(missing.any(axis=1).sum())
+            del missing, wanted
+        else:
+            n_pairs = 0
+            self.totals["texts_computed"] += 0
+        self._advance(emit)
+        if not n_pairs:
             return
-        bar = _progress(n_pairs // made or 1, progress, f"{aug.name} (rank {rank})" if world > 1 else aug.name)
+        desc = f"{self.name} (rank {self.rank})" if self.world > 1 else self.name
+        bar = _progress(n_pairs // self.made or 1, self.progress, desc)
         done_pairs = shown = 0
-        t0 = time.perf_counter()
+        t0, written_s = time.perf_counter(), self._write_s
 
-        def handle(result: tuple) -> None:
+        def handle(ranks: np.ndarray, task: _Task, result: tuple) -> None:
             nonlocal done_pairs, shown
-            task, outs, errs, delta, _secs = result
+            outs, errs, delta, _secs = result
+            fid = self.cache.write(task.keys, task.copies, outs)
             for j in task.copies:
-                cache.append(j, task.keys, outs[j])
-                for k, o in zip(task.keys, outs[j]):
-                    if o is not None:
-                        cached[(k, j)] = o
+                ok = np.fromiter((o is not None for o in outs[j]), dtype=bool, count=len(ranks))
+                self.where[ranks[ok], j] = fid
             for i, msg in errs.items():
-                errors[task.keys[i]] = msg
-            totals.update(delta)
+                self.errors[int(ranks[i])] = msg
+            self.totals.update(delta)
             done_pairs += len(task.keys) * len(task.copies)
-            now = done_pairs // made
+            now = done_pairs // self.made
             if bar is not None:
                 bar.update(now - shown)
             shown = now
+            self._pending[task.chunk] -= 1
+            if not self._pending[task.chunk]:
+                del self._pending[task.chunk]
+                self.done[task.chunk] = True
+                self._advance(emit)
 
         try:
-            if workers == 1:
-                for task in tasks:
-                    handle(_run_task(task, seed, aug))
+            if self.workers == 1:
+                for ranks, task in self._units(todo):
+                    handle(ranks, task, _run_task(task, self.seed, self.aug))
             else:
-                threads = max(1, (os.cpu_count() or 1) // workers)
-                ctx = mp.get_context("spawn")
-                with ctx.Pool(workers, initializer=_init_worker,
-                              initargs=(method, options, tfidf_stats, threads)) as pool:
-                    for result in pool.imap_unordered(_run_task_in_worker, [(t, seed) for t in tasks]):
-                        handle(result)
+                threads = max(1, (os.cpu_count() or 1) // self.workers)
+                with ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+                                         initargs=(self.method, self.options, self.tfidf_stats, threads)) as pool:
+                    inflight: dict = {}
+
+                    def collect(block: Any) -> None:
+                        finished, _ = wait(list(inflight), return_when=block)
+                        for fut in finished:
+                            handle(*inflight.pop(fut), fut.result())
+
+                    for ranks, task in self._units(todo):  # a bounded window: the input is read as the work goes
+                        inflight[pool.submit(_run_task_in_worker, (task, self.seed))] = (ranks, task)
+                        if len(inflight) >= _IN_FLIGHT_PER_WORKER * self.workers:
+                            collect(FIRST_COMPLETED)
+                    while inflight:
+                        collect(FIRST_COMPLETED)
         finally:
             if bar is not None:
                 bar.close()
-        totals["compute_seconds"] += time.perf_counter() - t0
+        # the time of augmenting and caching: the output written meanwhile is not counted
+        self.totals["compute_seconds"] += time.perf_counter() - t0 - (self._write_s - written_s)
 
-    try:
-        cached = cache.load(set(ukeys))
-        hits = sum(1 for k in ukeys if all((k, j) in cached for j in range(made)))
-        log(f"[augment] {len(texts)} texts ({len(ukeys)} unique), {hits} fully cached in {cache.folder}"
-            + (f", {cache.torn_lines} torn cache lines ignored" if cache.torn_lines else ""))
-        totals["cache_hits"] = hits
-        compute([c for c in range(len(chunks)) if c % world == rank], cached)
-        if world > 1:
-            cache.mark_done(run_key, rank, world)
-            if rank != 0:
-                cache.close()
-                return AugmentOutcome([None] * len(texts), aug.name, str(cache.folder), dict(totals), rank_only=True)
+    # ---------------------------------------------------------------- writing
+
+    def _outputs(self, fid: int) -> dict:
+        got = self._decoded.get(fid)
+        if got is None:
+            keys, js, outs = self.cache.read(fid)
+            got = {(int(r), int(j)): o for r, j, o in zip(self._ranks_of(keys).tolist(), js.tolist(), outs)
+                   if r >= 0 and o is not None}
+            self._decoded[fid] = got
+            if len(self._decoded) > _FILES_KEPT:
+                self._decoded.popitem(last=False)
+        else:
+            self._decoded.move_to_end(fid)
+        return got
+
+    def _copies_of(self, u: int) -> Optional[list[str]]:
+        got = []
+        for j in range(self.copies):
+            jj = j if j < self.made else 0
+            fid = int(self.where[u, jj])
+            if fid < 0:
+                return None
+            got.append(self._outputs(fid)[(u, jj)])
+        return got
+
+    def _advance(self, emit: Optional[Emit]) -> None:
+        """Hand on, in order, every text whose chunk is finished."""
+        if emit is None:
+            return
+        t0 = time.perf_counter()
+        while self._next < self.n:
+            u = int(self.row_rank[self._next])
+            if not self.done[u // self.chunk_size]:
+                break
+            emit(self._next, self._copies_of(u), self.errors.get(u))
+            self._next += 1
+        self._write_s += time.perf_counter() - t0
+
+    # ---------------------------------------------------------------- the whole run
+
+    @property
+    def writes(self) -> bool:
+        """Whether this process writes the output (rank 0)."""
+        return self.rank == 0 or self.world == 1
+
+    def run(self, emit: Optional[Emit]) -> dict:
+        """Compute what the cache lacks and (rank 0) hand every text's copies to ``emit`` in order. Returns
+        the counters: cache_hits, texts_computed, compute_seconds, the augmenter's, wall_seconds, ..."""
+        t_start = time.perf_counter()
+        emit = emit if self.writes else None
+        self._index()
+        hits = int((self.where >= 0).all(axis=1).sum()) if self.U else 0
+        self.log(f"[augment] {self.n} texts ({self.U} unique), {hits} fully cached in {self.cache.folder}"
+                 + (f", {self.cache.unreadable} unreadable cache files ignored" if self.cache.unreadable else ""))
+        self.totals["cache_hits"] = hits
+        self._compute([c for c in range(self.n_chunks) if c % self.world == self.rank], emit)
+        if self.world > 1:
+            self.cache.mark_done(self.run_key, self.rank, self.world)
+            if self.rank != 0:
+                return self._stats(t_start)
             waited = time.perf_counter()
-            while len(cache.ranks_done(run_key, world)) < world:
-                if wait_timeout is not None and time.perf_counter() - waited > wait_timeout:
-                    log(f"[augment] ranks {sorted(set(range(world)) - cache.ranks_done(run_key, world))} not done "
-                        f"after {wait_timeout}s; computing their share here")
+            while len(self.cache.ranks_done(self.run_key, self.world)) < self.world:
+                if self.wait_timeout is not None and time.perf_counter() - waited > self.wait_timeout:
+                    missing = sorted(set(range(self.world)) - self.cache.ranks_done(self.run_key, self.world))
+                    self.log(f"[augment] ranks {missing} not done after {self.wait_timeout}s; computing their share "
+                             f"here")
                     break
                 time.sleep(2.0)
-            cached = cache.load(set(ukeys))
-            compute(list(range(len(chunks))), cached)  # whatever another rank did not leave behind
-    finally:
-        cache.close()
+                self._index()
+                self._advance(emit)
+            self._index()
+            self._compute(list(range(self.n_chunks)), emit)  # whatever another rank did not leave behind
+        if emit is not None and self._next != self.n:
+            raise RuntimeError(f"internal error: {self.n - self._next} texts were not handed on")
+        return self._stats(t_start)
 
-    out: list[Optional[list[str]]] = []
-    for k in keys:
-        got = [cached.get((k, j if j < made else 0)) for j in range(copies)]
-        out.append(None if any(g is None for g in got) else got)  # type: ignore[misc]
-    totals["wall_seconds"] = time.perf_counter() - t_start
-    stats = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in totals.items()}
-    stats["distinct_copies_computed"] = made
-    stats["errors"] = errors
-    return AugmentOutcome(out, aug.name, str(cache.folder), stats)
+    def _stats(self, t_start: float) -> dict:
+        self.totals["wall_seconds"] = time.perf_counter() - t_start
+        stats = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.totals.items()}
+        stats["distinct_copies_computed"] = self.made
+        return stats
 
 
 def is_deterministic(aug: Any) -> bool:
@@ -421,68 +593,46 @@ def _progress(total: int, enabled: bool, desc: str):
 
 
 # --------------------------------------------------------------------------------------------
-# inputs
+# augment_texts
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class InputRow:
-    row: int  # position among all input rows (0-based, over all inputs in order)
-    id: str
-    text: Optional[str]
-    source: str
+def augment_texts(
+    texts: Sequence[str],
+    method: str,
+    options: Optional[Mapping[str, Any]] = None,
+    *,
+    copies: int = 2,
+    seed: int = 0,
+    chunk_size: int = 128,
+    workers: int = 1,
+    cache_dir: str | os.PathLike | None = None,
+    rank: Optional[int] = None,
+    world_size: Optional[int] = None,
+    tfidf_stats: Any = None,
+    progress: bool = True,
+    wait_timeout: Optional[float] = None,
+    log: Any = None,
+) -> AugmentOutcome:
+    """Make ``copies`` augmented copies of every text with ``method`` (see :mod:`augment.registry`): the
+    texts in memory, the copies returned in a list. :func:`augment_file` streams instead.
 
-
-def _read_jsonl_lenient(path: Path, text_column: str, id_column: Optional[str]) -> tuple[list[dict], list[dict]]:
-    """Line-by-line jsonl reading that turns bad lines into reported skips instead of failing the file."""
-    rows: list[dict] = []
-    bad: list[dict] = []
-    bad_lines: list[BadLine] = []
-    stem = path.name.split(".")[0]
-    seen_column = False
-    for lineno, rec in iter_jsonl(path, on_bad="skip", bad=bad_lines):
-        if text_column not in rec:
-            bad.append({"line": lineno, "kind": "missing text column", "reason": f"no '{text_column}' field"})
-            continue
-        seen_column = True
-        rid = rec.get(id_column) if id_column else None
-        t = rec[text_column]
-        rows.append({"id": str(rid) if rid not in (None, "") else f"{stem}-{lineno - 1}",
-                     "text": t if t is None or isinstance(t, str) else str(t), "line": lineno})
-    bad.extend({"line": b.lineno, "kind": b.kind, "reason": b.reason} for b in bad_lines)
-    bad.sort(key=lambda b: b["line"])
-    if not seen_column:
-        raise DataError(f"data file '{path}' has no row with a text column '{text_column}'; "
-                        f"set --text_column to the right one")
-    return rows, bad
-
-
-def read_input_rows(paths: Sequence[str | os.PathLike], text_column: str = "text", id_column: Optional[str] = "id",
-                    on_bad_line: str = "error") -> tuple[list[InputRow], list[dict]]:
-    """Read files the core reads (``uda.data.read_table``). Returns (rows, skipped).
-
-    ``on_bad_line="skip"`` reads json-lines files line by line instead, skipping (and reporting, with
-    the line number) lines that are not UTF-8, not valid json, not an object, or lack the text field.
-    Other formats are always read strictly. Missing files and columns raise a ``DataError``.
+    ``rank``/``world_size`` default to the ``RANK``/``WORLD_SIZE`` environment variables (torchrun,
+    accelerate). Only rank 0 returns the copies; the other ranks return after their share is cached.
+    ``tfidf_stats`` is fitted on ``texts`` when the method needs corpus statistics and none is given.
     """
-    if on_bad_line not in ("error", "skip"):
-        raise ValueError(f"on_bad_line must be 'error' or 'skip', got {on_bad_line!r}")
-    rows: list[InputRow] = []
-    skipped: list[dict] = []
-    for p in paths:
-        path = Path(p).expanduser()
-        name = path.name.lower()
-        if on_bad_line == "skip" and (name.endswith(".jsonl") or name.endswith(".jsonl.gz")):
-            if not path.is_file():
-                raise DataError(f"data file '{path}' does not exist")
-            recs, bad = _read_jsonl_lenient(path, text_column, id_column)
-            for b in bad:
-                skipped.append({"row": None, "id": None, "source": str(path), **b})
-        else:
-            recs = read_table(path, text_column, None, id_column, require_label=False)
-        for r in recs:
-            rows.append(InputRow(len(rows), r["id"], r["text"], str(path)))
-    return rows, skipped
+    hashes = np.array([text_hash(t) for t in texts], dtype="S16") if len(texts) else np.empty(0, dtype="S16")
+    run = _Run(hashes, lambda: iter(texts), lambda pos: [texts[int(i)] for i in pos], method, options,
+               copies=copies, seed=seed, chunk_size=chunk_size, workers=workers, cache_dir=cache_dir, rank=rank,
+               world_size=world_size, tfidf_stats=tfidf_stats, progress=progress, wait_timeout=wait_timeout, log=log)
+    out: list[Optional[list[str]]] = [None] * len(texts)
+
+    def emit(i: int, cps: Optional[list[str]], _error: Optional[str]) -> None:
+        out[i] = cps
+
+    stats = run.run(emit)
+    stats["errors"] = {_hex_keys(run._keys(np.array([u])))[0]: msg for u, msg in run.errors.items()}
+    return AugmentOutcome(out, run.name, str(run.cache.folder), stats, rank_only=not run.writes)
 
 
 # --------------------------------------------------------------------------------------------
@@ -515,6 +665,22 @@ def report_path_for(output: str | os.PathLike) -> Path:
     return out.with_name(name + ".report.json")
 
 
+class _Skips:
+    """Skipped rows of one kind: how many, and the first ``keep`` of them for the report."""
+
+    def __init__(self, keep: int = 1000):
+        self.keep, self.first, self.kinds = keep, [], Counter()
+
+    def add(self, entry: dict) -> None:
+        self.kinds[entry["kind"]] += 1
+        if len(self.first) < self.keep:
+            self.first.append(entry)
+
+    @property
+    def count(self) -> int:
+        return sum(self.kinds.values())
+
+
 def augment_file(
     inputs: Optional[Sequence[str | os.PathLike]] = None,
     output: str | os.PathLike | None = None,
@@ -527,97 +693,119 @@ def augment_file(
     text_column: str = "text",
     id_column: Optional[str] = "id",
     on_bad_line: str = "error",
-    rows: Optional[Sequence[tuple[str, str]]] = None,
+    rows: Any = None,
     input_name: Optional[str] = None,
     source: Optional[str] = None,
     limit: Optional[int] = None,
     log: Any = None,
     **scale: Any,
 ) -> dict:
-    """Augment ``inputs`` (files) or ``rows`` ((id, text) pairs, e.g. a task's unlabelled pool, named
-    ``input_name`` and described by ``source``) and write the precomputed file. ``scale``: the
-    options of :func:`augment_texts` that say how the work is done (chunk_size, workers, cache_dir,
-    rank, world_size, progress), passed on as they are.
+    """Augment ``inputs`` (files) or ``rows`` and write the precomputed file, reading and writing as it goes.
+    ``rows``: (id, text) pairs, or a sequence of ``{"id", "text"}`` dicts with ``text_hashes()`` and
+    ``texts()`` such as a task's unlabelled pool (``tasks.text_data.UnlabeledPool``, read from disk as
+    needed), named ``input_name`` and described by ``source``. ``scale``: the options of
+    :func:`augment_texts` that say how the work is done (chunk_size, workers, cache_dir, rank, world_size,
+    progress), passed on as they are.
 
     Returns the report (also written next to the output as ``<name>.report.json``): counts, skipped
     rows with reasons, speed, cache hits, and the augmenter's counters. On ranks > 0 nothing is written
     and the report has ``"rank_only": True``. ``limit`` keeps the first rows only (for trials).
     """
-    from augment.precomputed import write_precomputed
+    from augment.precomputed import precomputed_writer
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
     if (inputs is None) == (rows is None):
         raise ValueError("give either inputs (files) or rows ((id, text) pairs), not both or neither")
     if inputs is not None:
-        read, skipped = read_input_rows(inputs, text_column, id_column, on_bad_line)
+        table: Any = open_inputs(inputs, text_column, id_column, on_bad_line, limit)
         input_name = input_name or _input_name(inputs)
         sources = [str(p) for p in inputs]
     else:
         src = source or "rows"
-        read = [InputRow(i, str(rid), text, src) for i, (rid, text) in enumerate(rows)]
-        skipped = []
+        table = SequenceRows(rows, src, limit) if hasattr(rows, "text_hashes") else ListRows(rows, src, limit)
         input_name = input_name or "rows"
         sources = [src]
-    if limit is not None:
-        read = read[:limit]
-    usable: list[InputRow] = []
-    for r in read:
-        if r.text is None or not r.text.strip():
-            skipped.append({"row": r.row, "id": r.id, "source": r.source, "kind": "empty text",
-                            "reason": "empty or whitespace-only text"})
-        else:
-            usable.append(r)
-    if not usable:
+    blank = table.blank()
+    usable = np.flatnonzero(~blank).astype(np.int32 if len(blank) < 2**31 else np.int64)  # the rows augmented
+    if not len(usable):
         raise DataError(f"no non-empty texts to augment in {', '.join(sources)}")
     unknown = set(scale) - {"chunk_size", "workers", "cache_dir", "rank", "world_size", "progress"}
     if unknown:
         raise TypeError(f"augment_file() got unexpected keyword arguments {sorted(unknown)}")
-    outcome = augment_texts([r.text for r in usable], method, options, copies=copies, seed=seed, log=log, **scale)
+
+    def usable_texts() -> Iterator[str]:
+        return (t for t, b in zip(table.texts(), blank) if not b)
+
+    run = _Run(table.text_hashes()[usable], usable_texts, lambda pos: table.texts_at(usable[pos]), method, options,
+               copies=copies, seed=seed, log=log, **scale)
     out_path = Path(output) if output is not None else Path(output_dir) / default_output_name(
-        input_name, outcome.name, seed, copies)
+        input_name, run.name, seed, copies)
     report: dict[str, Any] = {
         "output": str(out_path),
         "inputs": sources,
         "method": method,
-        "augmenter": outcome.name,
+        "augmenter": run.name,
         "options": dict(options or {}),
         "copies": copies,
         "seed": seed,
         "chunk_size": scale.get("chunk_size", 128),
         "workers": scale.get("workers", 1),
-        "cache_folder": outcome.cache_folder,
+        "cache_folder": str(run.cache.folder),
     }
-    if outcome.rank_only:
+    if not run.writes:
+        run.run(None)
         report["rank_only"] = True
         return report
-    errors = outcome.stats.pop("errors", {})
-    kept_rows, kept_copies = [], []
-    for r, cps in zip(usable, outcome.copies):
-        if cps is None:
-            msg = errors.get(text_key(r.text), "augmentation failed")  # type: ignore[arg-type]
-            skipped.append({"row": r.row, "id": r.id, "source": r.source, "kind": "augmenter error", "reason": msg})
-        else:
-            kept_rows.append(r)
-            kept_copies.append(cps)
-    write_precomputed(out_path, [r.text for r in kept_rows], kept_copies, ids=[r.id for r in kept_rows])
-    n_unchanged = sum(1 for r, cps in zip(kept_rows, kept_copies) for c in cps if c == r.text)
+
+    bad, empty, failed = _Skips(), _Skips(), _Skips()
+    for b in table.bad_lines():
+        bad.add(b)
+
+    def usable_rows() -> Iterator[tuple[int, str, str, str]]:
+        """(row, id, text, source) of each row augmented, noting the empty ones passed over."""
+        for i, (rid, text, src) in enumerate(table.rows()):
+            if blank[i]:
+                empty.add({"row": i, "id": rid, "source": src, "kind": "empty text",
+                           "reason": "empty or whitespace-only text"})
+            else:
+                yield i, rid, text, src
+
+    rows_iter = usable_rows()
+    written = unchanged = 0
+    with precomputed_writer(out_path) as write:
+
+        def emit(_k: int, cps: Optional[list[str]], error: Optional[str]) -> None:
+            nonlocal written, unchanged
+            i, rid, text, src = next(rows_iter)
+            if cps is None:
+                failed.add({"row": i, "id": rid, "source": src, "kind": "augmenter error",
+                            "reason": error or "augmentation failed"})
+            else:
+                write(text, cps, rid)
+                written += 1
+                unchanged += sum(1 for c in cps if c == text)
+
+        stats = run.run(emit)
+        for _ in rows_iter:  # the empty rows after the last text
+            raise RuntimeError("internal error: more rows than texts handed on")
     wall = time.perf_counter() - t0
-    computed = outcome.stats.get("texts_computed", 0)
-    compute_s = outcome.stats.get("compute_seconds", 0.0)
-    skip_reasons = Counter(s["kind"] for s in skipped)
+    computed = stats.get("texts_computed", 0)
+    compute_s = stats.get("compute_seconds", 0.0)
+    skip_reasons = bad.kinds + empty.kinds + failed.kinds
+    n_skipped = bad.count + empty.count + failed.count
     report.update({
-        "rows_read": len(read),
-        "bad_lines": sum(1 for s in skipped if s.get("row") is None),
-        "rows_written": len(kept_rows),
-        "rows_skipped": len(skipped),
+        "rows_read": len(table),
+        "bad_lines": bad.count,
+        "rows_written": written,
+        "rows_skipped": n_skipped,
         "skip_reasons": dict(skip_reasons),
-        "skipped": skipped[:1000],
-        "unique_texts": len({text_key(r.text) for r in usable}),  # type: ignore[arg-type]
-        "texts_fully_cached": outcome.stats.get("cache_hits", 0),
+        "skipped": (bad.first + empty.first + failed.first)[:1000],
+        "unique_texts": run.U,
+        "texts_fully_cached": stats.get("cache_hits", 0),
         "texts_computed": computed,
-        "copies_identical_to_original": n_unchanged,
-        "augmenter_stats": {k: v for k, v in outcome.stats.items()
+        "copies_identical_to_original": unchanged,
+        "augmenter_stats": {k: v for k, v in stats.items()
                             if k not in ("cache_hits", "texts_computed", "compute_seconds", "wall_seconds")},
         "compute_seconds": round(compute_s, 2),
         "texts_per_second": round(computed / compute_s, 2) if compute_s > 0 else None,
@@ -626,6 +814,6 @@ def augment_file(
     rp = report_path_for(out_path)
     rp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     report["report"] = str(rp)
-    log(f"[augment] wrote {len(kept_rows)} rows x {copies} copies to {out_path} in {wall:.1f}s "
-        f"({len(skipped)} skipped: {dict(skip_reasons) or 'none'}); report {rp}")
+    log(f"[augment] wrote {written} rows x {copies} copies to {out_path} in {wall:.1f}s "
+        f"({n_skipped} skipped: {dict(skip_reasons) or 'none'}); report {rp}")
     return report

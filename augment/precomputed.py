@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from uda.arrow_cache import cached_table, file_key, hash_array, is_in_sorted
 from uda.io import BadLine, atomic_open, iter_jsonl, text_hash
 
-__all__ = ["PrecomputedAugmenter", "MissingAugmentationError", "write_precomputed"]
+__all__ = ["PrecomputedAugmenter", "MissingAugmentationError", "write_precomputed", "precomputed_writer"]
 
 
 class MissingAugmentationError(KeyError):
@@ -99,6 +100,36 @@ class PrecomputedAugmenter:
         return [c[i] for c, i in zip(pools, picks.tolist())]
 
 
+@contextmanager
+def precomputed_writer(path: str | os.PathLike) -> Iterator[Callable[..., None]]:
+    """Write the precomputed-augmentation format line by line: yields ``write(text, copies[, id])``
+    (``copies`` a non-empty list of strings). gzip when ``path`` ends in ``.gz``; the lines go to a
+    temporary name renamed into place when the block ends without an error, so a reader never sees part
+    of a file."""
+    with atomic_open(path, "w", fsync=False) as f:
+        n = 0
+
+        def write(text: str, copies: Sequence[str], rid: Any = _NO_ID) -> None:
+            nonlocal n
+            copies = _checked(n, copies)
+            rec: dict = {"text": text, "augmented": copies} if rid is _NO_ID else {"id": rid, "text": text,
+                                                                                   "augmented": copies}
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            n += 1
+
+        yield write
+
+
+_NO_ID = object()  # write() without an id: the line has no "id" field
+
+
+def _checked(n: int, copies: Sequence[str]) -> list[str]:
+    copies = list(copies)
+    if not copies or not all(isinstance(c, str) for c in copies):
+        raise ValueError(f"entry {n}: need a non-empty list of strings, got {copies!r}")
+    return copies
+
+
 def write_precomputed(
     path: str | os.PathLike,
     originals: Iterable[str],
@@ -108,25 +139,23 @@ def write_precomputed(
     """Write the precomputed-augmentation format; gzip when ``path`` ends in ``.gz``.
 
     ``copies_per_text`` is aligned with ``originals`` (one non-empty list of copies each); ``ids``, if
-    given, is aligned too. The file is written to a temporary name and renamed into place.
+    given, is aligned too. The file is written to a temporary name and renamed into place
+    (:func:`precomputed_writer`, which writes it line by line).
     """
     sentinel = object()
-    with atomic_open(path, "w", fsync=False) as f:
+    with precomputed_writer(path) as write:
         id_iter = iter(ids) if ids is not None else None
         copies_iter = iter(copies_per_text)
         for n, text in enumerate(originals):
             copies = next(copies_iter, sentinel)
             if copies is sentinel:
                 raise ValueError(f"copies_per_text is shorter than originals ({n} entries)")
-            copies = list(copies)
-            if not copies or not all(isinstance(c, str) for c in copies):
-                raise ValueError(f"entry {n}: need a non-empty list of strings, got {copies!r}")
-            rec: dict = {"text": text, "augmented": copies}
+            copies = _checked(n, copies)
+            rid = _NO_ID
             if id_iter is not None:
                 rid = next(id_iter, sentinel)
                 if rid is sentinel:
                     raise ValueError(f"ids is shorter than originals ({n} entries)")
-                rec = {"id": rid, **rec}
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            write(text, copies, rid)
         if next(copies_iter, sentinel) is not sentinel:
             raise ValueError("copies_per_text is longer than originals")

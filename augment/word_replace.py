@@ -112,7 +112,8 @@ class TfIdfStats:
 
 def fit_tfidf_stats(texts: Iterable[str]) -> TfIdfStats:
     """Compute idf and corpus TF-IDF over ``texts`` (one document each; empty documents count in N),
-    on the words of :func:`word_tokenize`, as the reference's ``get_data_stats``."""
+    on the words of :func:`word_tokenize`, as the reference's ``get_data_stats``. ``texts`` is read once,
+    in order, so a generator over a pool on disk does (memory: the vocabulary's counts, not the texts)."""
     doc_freq: Counter[str] = Counter()
     tf_sum: dict[str, float] = {}  # sum over docs of count / len(doc)
     num_docs = 0

@@ -4,7 +4,8 @@
 Arrow cache) and a second one on the same files (the cache read).
 
     python benchmarks/pool_memory.py [--data ../shared/data/imdb] [--sizes 70000 500000 2000000]
-        [--model tiny|minilm] [--work DIR] [--out benchmarks/results/pool_memory]
+        [--model tiny|minilm] [--measure train augment] [--augment_from file|task] [--work DIR]
+        [--out benchmarks/results/pool_memory]
 
 Pools are synthetic: IMDB reviews (unsup.jsonl.gz of --data, default $UDA_DATA_PATH or
 ../shared/data/imdb) copied until the size is reached, each copy made unique by a suffix, in
@@ -19,6 +20,15 @@ memory-mapped files it touched) after setup and at the end, and the time of ``ta
 tokenizer, augmenter and its join to the pool). Without a precomputed file the augmenter is
 --plain_method (default swap): TF-IDF and unif fit statistics on every text of the pool, which would
 measure those statistics rather than the pool.
+
+``uda-augment`` on the same pools (``--measure augment``, on by default): the pool's unsup.jsonl.gz
+(``--augment_from file``) or the task's unlabelled pool built from the folder (``--augment_from task``),
+augmented with --plain_method (2 copies), each run a child process like the above (``tasks.cli.augment_main``,
+the command itself) with its own $UDA_CACHE and augmentation cache: a first run (the input converted to
+Arrow, every text computed) and a second one on the same caches (nothing computed, the output written
+again from the cache). Besides the peak RSS it reports the peak of anonymous memory (RssAnon of
+/proc/self/status, sampled every 0.1 s): the peak RSS also counts the pages of the memory-mapped input
+table that were read, page cache the kernel can drop, and augmenting reads every text.
 
 Writes results.json and results.md to --out.
 """
@@ -115,6 +125,72 @@ def child(spec: dict) -> dict:
     return out
 
 
+def memory_status() -> dict:
+    """VmRSS, RssAnon and RssFile of /proc/self/status in MiB (empty where there is no /proc)."""
+    try:
+        lines = Path("/proc/self/status").read_text().splitlines()
+    except OSError:
+        return {}
+    out = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssFile"):
+            out[key] = int(value.split()[0]) / 1024  # kB
+    return out
+
+
+def augment_child(spec: dict) -> dict:
+    """One run of uda-augment (``tasks.cli.augment_main``) in this (fresh) process, its memory sampled."""
+    import contextlib
+    import io
+    import threading
+
+    from tasks.cli import augment_main
+
+    peak = {"RssAnon": 0.0, "RssFile": 0.0}
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            now = memory_status()
+            for k in peak:
+                peak[k] = max(peak[k], now.get(k, 0.0))
+            stop.wait(0.1)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    t = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()) as summary:
+        code = augment_main(spec["argv"])
+    total = time.perf_counter() - t
+    stop.set()
+    sampler.join()
+    if code != 0:
+        raise SystemExit(f"uda-augment exited with {code}")
+    report = json.loads(summary.getvalue())
+    return {"total_s": round(total, 2), "peak_rss_mib": round(peak_rss_mib(), 1),
+            "peak_anon_mib": round(peak["RssAnon"], 1), "peak_file_mib": round(peak["RssFile"], 1),
+            "rows_written": report["rows_written"], "texts_computed": report["texts_computed"],
+            "texts_fully_cached": report["texts_fully_cached"]}
+
+
+def measure_augment(folder: Path, source: str, method: str, workers: int, cache: Path, out_dir: Path) -> dict:
+    """uda-augment on the pool of ``folder`` in a child process (``$UDA_CACHE`` and the augmentation cache
+    under ``cache``)."""
+    if source == "file":
+        argv = ["--input", str(folder / "unsup.jsonl.gz")]
+    else:
+        argv = ["--task", "text_classification", "--data_path", str(folder)]
+    argv += ["--method", method, "--copies", "2", "--workers", str(workers), "--cache_dir", str(cache / "augment"),
+             "--output", str(out_dir / f"{folder.name}.{method}.jsonl.gz"), "--no_progress"]
+    env = {**os.environ, "UDA_CACHE": str(cache), "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run([sys.executable, __file__, "--augment_child", json.dumps({"argv": argv})], env=env,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"error: the uda-augment measurement failed ({folder.name}):\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def measure(folder: Path, model: str, precomputed: bool, plain_method: str, cache: Path, run_dir: Path) -> dict:
     overrides = {"model.name_or_path": model, "data.path": str(folder), "data.num_labeled": 20,
                  "data.dev_size": 100, "data.max_test": 200, "data.unlabeled_from_train": False,
@@ -132,12 +208,39 @@ def measure(folder: Path, model: str, precomputed: bool, plain_method: str, cach
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def write_results(out: Path, rows: list[dict], meta: dict) -> None:
+def write_results(out: Path, rows: list[dict], meta: dict, augment_rows: list[dict]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2), encoding="utf-8")
-    md = [f"# Unlabelled pool size: peak memory and setup time ({meta['model']} model, 20 steps)", "",
-          f"`{meta['command']}` on {meta['machine']}.", "",
-          "| pool | augmentation | setup | setup s | peak RSS after setup MiB | peak RSS MiB | total s |",
+    (out / "results.json").write_text(json.dumps({"meta": meta, "rows": rows, "augment_rows": augment_rows},
+                                                 indent=2), encoding="utf-8")
+    md = ["# Unlabelled pool size: peak memory and time", "", f"`{meta['command']}` on {meta['machine']}."]
+    if rows:
+        md += ["", f"## Training setup and 20 steps ({meta['model']} model)", ""] + train_table(rows)
+    if augment_rows:
+        md += augment_table(augment_rows)
+    (out / "results.md").write_text("\n".join(md) + "\n", encoding="utf-8")
+
+
+def augment_table(rows: list[dict]) -> list[str]:
+    md = ["", f"## uda-augment ({rows[0]['method']}, 2 copies, input: {rows[0]['input']})", "",
+          "The first run converts the input to Arrow and computes every text; the second finds every copy in "
+          "the cache and writes the output again. Peak anonymous memory: RssAnon sampled every 0.1 s (the peak "
+          "RSS also counts the pages of the memory-mapped input that were read).", "",
+          "| pool | run | total s | texts computed | peak RSS MiB | peak anonymous MiB | peak file-backed MiB |",
+          "|---:|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        md.append(f"| {r['size']:,} | {r['run']} | {r['total_s']} | {r['texts_computed']:,} | {r['peak_rss_mib']:,} | "
+                  f"{r['peak_anon_mib']:,} | {r['peak_file_mib']:,} |")
+    sizes = sorted({r["size"] for r in rows})
+    pick = {(r["size"], r["run"]): r for r in rows}
+    growth = {run: round(pick[(sizes[-1], run)]["peak_anon_mib"] - pick[(sizes[0], run)]["peak_anon_mib"], 1)
+              for run in ("first", "second")}
+    md += ["", f"Growth of peak anonymous memory from {sizes[0]:,} to {sizes[-1]:,} texts: {growth['first']} MiB "
+               f"(first run), {growth['second']} MiB (second)."]
+    return md
+
+
+def train_table(rows: list[dict]) -> list[str]:
+    md = ["| pool | augmentation | setup | setup s | peak RSS after setup MiB | peak RSS MiB | total s |",
           "|---:|---|---|---:|---:|---:|---:|"]
     for r in rows:
         md.append(f"| {r['size']:,} | {r['augmentation']} | {r['setup']} | {r['setup_s']} | "
@@ -152,7 +255,7 @@ def write_results(out: Path, rows: list[dict], meta: dict) -> None:
         speed = {n: round(pick[(n, "first")]["setup_s"] / max(pick[(n, "second")]["setup_s"], 1e-9), 1) for n in sizes}
         md.append(f"- {aug}: peak RSS growth {growth['first']} MiB (first setup), {growth['second']} MiB (second); "
                   f"second setup faster by " + ", ".join(f"{v}x at {n:,}" for n, v in speed.items()))
-    (out / "results.md").write_text("\n".join(md) + "\n", encoding="utf-8")
+    return md
 
 
 def main(argv: list[str]) -> int:
@@ -161,21 +264,44 @@ def main(argv: list[str]) -> int:
                     help="IMDB folder with unsup.jsonl.gz, train.jsonl.gz and test.jsonl.gz")
     ap.add_argument("--sizes", type=int, nargs="+", default=[70_000, 500_000, 2_000_000])
     ap.add_argument("--model", choices=("tiny", "minilm"), default="tiny")
-    ap.add_argument("--plain_method", default="swap", help="augmenter of the runs without a precomputed file")
+    ap.add_argument("--plain_method", default="swap", help="augmenter of the runs without a precomputed file, "
+                                                             "and of the uda-augment runs")
+    ap.add_argument("--measure", nargs="+", choices=("train", "augment"), default=["train", "augment"],
+                    help="training setup + 20 steps, uda-augment, or both (default)")
+    ap.add_argument("--augment_from", choices=("file", "task"), default="file",
+                    help="uda-augment input: the pool's unsup.jsonl.gz (--input) or the task's unlabelled pool "
+                         "(--task text_classification --data_path POOL)")
+    ap.add_argument("--augment_workers", type=int, default=1, help="uda-augment --workers")
     ap.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "uda_pool_memory"),
                     help="generated pools (about 1 GB per million texts), caches, run folders")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "pool_memory"))
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--augment_child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
         return 0
+    if args.augment_child:
+        print(json.dumps(augment_child(json.loads(args.augment_child))))
+        return 0
     imdb, work = Path(args.data).expanduser(), Path(args.work).expanduser()
-    model = "minilm" if args.model == "minilm" else str(tiny_model(work))
-    rows = []
+    model = None
+    if "train" in args.measure:
+        model = "minilm" if args.model == "minilm" else str(tiny_model(work))
+    rows, augment_rows = [], []
     for size in args.sizes:
         folder = build_pool(work, imdb, size)
-        for precomputed in (False, True):
+        if "augment" in args.measure:
+            cache = work / "cache" / f"{size}-augment-{args.augment_from}-{args.plain_method}"
+            if cache.exists():  # the first run starts from empty caches
+                shutil.rmtree(cache)
+            for run in ("first", "second"):
+                r = measure_augment(folder, args.augment_from, args.plain_method, args.augment_workers, cache,
+                                    work / "augmented")
+                augment_rows.append({"size": size, "method": args.plain_method, "input": args.augment_from,
+                                     "run": run, **r})
+                print(json.dumps(augment_rows[-1]), flush=True)
+        for precomputed in ((False, True) if "train" in args.measure else ()):
             aug = "precomputed" if precomputed else args.plain_method
             cache = work / "cache" / f"{size}-{aug}"
             if cache.exists():  # the first setup starts from an empty cache
@@ -186,7 +312,7 @@ def main(argv: list[str]) -> int:
                 print(json.dumps(rows[-1]), flush=True)
     meta = {"model": args.model, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
             "command": "python benchmarks/pool_memory.py " + " ".join(argv)}
-    write_results(Path(args.out), rows, meta)
+    write_results(Path(args.out), rows, meta, augment_rows)
     print(f"wrote {args.out}/results.json and results.md")
     return 0
 

@@ -9,9 +9,12 @@ the command with an ``error:`` line and exit status 2.
 from __future__ import annotations
 
 import sys
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import tasks  # noqa: F401 (registers the built-in tasks)
+
+if TYPE_CHECKING:
+    from tasks.text_data import UnlabeledPool
 
 TRAIN_USAGE = """Train a model with UDA consistency training.
 
@@ -55,10 +58,11 @@ def train_main(argv: Optional[list[str]] = None) -> int:
 
 
 def unlabeled_pool(task: str, config_file: Optional[str] = None,
-                   overrides: Optional[dict] = None) -> tuple[list[tuple[str, str]], dict]:
+                   overrides: Optional[dict] = None) -> tuple["UnlabeledPool", dict]:
     """The unlabelled pool exactly as ``uda-train`` builds it for ``task``/``config_file``/``overrides``
-    (dotted keys such as ``{"data.path": ...}``), as (id, text) pairs: the texts a precomputed file
-    must cover. Text classification tasks only (a QA pool's questions come from ``--input``)."""
+    (dotted keys such as ``{"data.path": ...}``): the texts a precomputed file must cover, as the
+    :class:`tasks.text_data.UnlabeledPool` training reads (on disk; ``augment_file(rows=...)`` reads it
+    as it goes). Text classification tasks only (a QA pool's questions come from ``--input``)."""
     from tasks.text_config import TextDataConfig
     from tasks.text_data import load_text_classification
     from uda.config import ConfigError, build_config
@@ -68,7 +72,7 @@ def unlabeled_pool(task: str, config_file: Optional[str] = None,
         raise ConfigError(f"uda-augment --task {cfg.task}: only text classification pools can be built here; "
                           f"give the texts with --input")
     data = load_text_classification(cfg.data, cfg.seed)
-    return [(str(r["id"]), r["text"]) for r in data.unlabeled], {"task": cfg.task, **data.info}
+    return data.unlabeled, {"task": cfg.task, **data.info}
 
 
 def augment_main(argv: Optional[list[str]] = None) -> int:

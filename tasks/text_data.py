@@ -35,7 +35,7 @@ from typing import Any, Iterator, Optional, Sequence
 import numpy as np
 
 from tasks.text_config import TextDataConfig
-from uda.arrow_cache import cached_table, file_key, hash_array, is_in_sorted
+from uda.arrow_cache import cached_table, file_key, hash_array, is_in_sorted, take_pylist
 from uda.data import (DataError, _decode, _read_bytes, check_data_file, file_extension, file_stem, iter_table,
                       read_table, resolve_data_path)  # noqa: F401 (read_table: re-exported for callers)
 from uda.hub import hub_reachable
@@ -221,7 +221,7 @@ class UnlabeledPool(SequenceABC):
             out = np.empty(len(rows), dtype=object)
             for k in np.unique(src):
                 at = src == k
-                out[at] = self._tables[k].data.column(column).take(rows[at]).to_pylist()
+                out[at] = take_pylist(self._tables[k].data.column(column), rows[at])
             yield from out
 
     def __iter__(self) -> Iterator[dict]:
@@ -231,6 +231,16 @@ class UnlabeledPool(SequenceABC):
     def texts(self) -> Iterator[str]:
         """The texts, in pool order, read as they are consumed."""
         return self._read("text")
+
+    def texts_at(self, positions: Sequence[int]) -> list[str]:
+        """The texts of the items at ``positions`` (read together, a table at a time)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        out = np.empty(len(positions), dtype=object)
+        src, rows = self._source[positions], self._row[positions]
+        for k in np.unique(src):
+            at = src == k
+            out[at] = take_pylist(self._tables[k].data.column("text"), rows[at])
+        return out.tolist()
 
     def text_hashes(self) -> np.ndarray:
         """:func:`uda.io.text_hash` of every text, in pool order (numpy ``S16``), from the tables' hash columns."""

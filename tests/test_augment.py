@@ -139,6 +139,11 @@ def test_idf_and_corpus_tfidf_golden_on_the_reference_tokenisation():
     })
 
 
+def test_fit_reads_an_iterable_once():
+    docs = ["a b c", "A b.", "a d", "", "b b e"]
+    assert fit_tfidf_stats(t for t in docs) == fit_tfidf_stats(docs)
+
+
 def test_fit_counts_punctuation_and_lowercases():
     s = fit_tfidf_stats(CORPUS)
     assert set(s.idf) == {"a", "b", "c", "d", "."}

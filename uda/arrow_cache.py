@@ -86,6 +86,24 @@ def hash_array(column: "pa.ChunkedArray | pa.Array") -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, dtype="S16")
 
 
+def take_pylist(column: "pa.ChunkedArray | pa.Array", rows: "np.ndarray | list[int]") -> list:
+    """``column.take(rows).to_pylist()``, taken a chunk at a time: on a column of several chunks of strings,
+    pyarrow's ``take`` first concatenates all of them, so a few rows of a memory-mapped pool would cost the
+    whole column in memory."""
+    chunks = column.chunks if hasattr(column, "chunks") else [column]
+    rows = np.asarray(rows, dtype=np.int64)
+    if len(chunks) == 1:
+        return chunks[0].take(rows).to_pylist()
+    offsets = np.cumsum([0] + [len(c) for c in chunks])
+    which = np.searchsorted(offsets, rows, "right") - 1
+    out: list = [None] * len(rows)
+    for k in np.unique(which):
+        at = np.flatnonzero(which == k)
+        for i, v in zip(at.tolist(), chunks[int(k)].take(rows[at] - offsets[k]).to_pylist()):
+            out[i] = v
+    return out
+
+
 def is_in_sorted(values: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
     """``values[i] in sorted_keys`` for each i (``sorted_keys`` sorted), vectorised by binary search."""
     found = np.zeros(len(values), dtype=bool)
