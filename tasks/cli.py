@@ -9,12 +9,9 @@ the command with an ``error:`` line and exit status 2.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Optional
+from typing import Any, Optional
 
 import tasks  # noqa: F401 (registers the built-in tasks)
-
-if TYPE_CHECKING:
-    from tasks.text_data import UnlabeledPool
 
 TRAIN_USAGE = """Train a model with UDA consistency training.
 
@@ -58,19 +55,32 @@ def train_main(argv: Optional[list[str]] = None) -> int:
 
 
 def unlabeled_pool(task: str, config_file: Optional[str] = None,
-                   overrides: Optional[dict] = None) -> tuple["UnlabeledPool", dict]:
+                   overrides: Optional[dict] = None) -> tuple[Any, dict]:
     """The unlabelled pool exactly as ``uda-train`` builds it for ``task``/``config_file``/``overrides``
-    (dotted keys such as ``{"data.path": ...}``): the texts a precomputed file must cover, as the
-    :class:`tasks.text_data.UnlabeledPool` training reads (on disk; ``augment_file(rows=...)`` reads it
-    as it goes). Text classification tasks only (a QA pool's questions come from ``--input``)."""
+    (dotted keys such as ``{"data.path": ...}``): the texts a precomputed file must cover. For text
+    classification, the :class:`tasks.text_data.UnlabeledPool` training reads (on disk;
+    ``augment_file(rows=...)`` reads it as it goes); for squad_v2, the unlabelled questions of the
+    article split as (id, question) pairs (the consistency loss augments the question only)."""
     from tasks.text_config import TextDataConfig
-    from tasks.text_data import load_text_classification
     from uda.config import ConfigError, build_config
 
     cfg = build_config(task, config_file, overrides or {})
+    if cfg.task == "squad_v2":
+        from tasks.qa_data import few_label_split, load_squad_examples
+
+        examples, source = load_squad_examples(cfg.data)
+        split = few_label_split(
+            examples, num_labeled=cfg.data.num_labeled, dev_size=cfg.data.dev_size,
+            test_articles=cfg.qa.test_articles, dev_articles=cfg.qa.dev_articles,
+            labeled_articles=cfg.qa.labeled_articles, unlabeled_from_train=cfg.data.unlabeled_from_train,
+            max_unlabeled=cfg.data.max_unlabeled, max_test=cfg.data.max_test, seed=cfg.seed)
+        rows = [(str(u["id"]), u["question"]) for u in split["unlabeled"]]
+        return rows, {"task": cfg.task, "source": source, **split["info"]}
     if not isinstance(cfg.data, TextDataConfig):
-        raise ConfigError(f"uda-augment --task {cfg.task}: only text classification pools can be built here; "
-                          f"give the texts with --input")
+        raise ConfigError(f"uda-augment --task {cfg.task}: only text classification and squad_v2 pools can be built "
+                          f"here; give the texts with --input")
+    from tasks.text_data import load_text_classification
+
     data = load_text_classification(cfg.data, cfg.seed)
     return data.unlabeled, {"task": cfg.task, **data.info}
 

@@ -120,3 +120,26 @@ def test_unknown_select_metric_is_an_error_naming_the_option(tiny_qa_model_dir, 
                           timeout=600)
     assert proc.returncode != 0
     assert "--eval.select_metric 'accuracy'" in proc.stderr and "HasAns_span_f1" in proc.stderr
+
+
+def test_question_pool_from_uda_augment_trains_as_precomputed_copies(tiny_qa_model_dir, tiny_squad_file,  # noqa: F811
+                                                                      tmp_path):
+    """uda-augment --task squad_v2 writes copies of exactly the unlabelled questions that training's
+    consistency loss augments (the article split of the config), and training reads them back."""
+    import gzip
+
+    split = tmp_path / "split.yaml"
+    split.write_text("data:\n  num_labeled: 16\n  dev_size: 12\nqa:\n  test_articles: 2\n  dev_articles: 1\n"
+                     "  labeled_articles: 2\n", encoding="utf-8")
+    copies = tmp_path / "questions.jsonl.gz"
+    run("uda_augment.py", ["--task", "squad_v2", "--config", str(split), "--data_path", str(tiny_squad_file),
+                           "--method", "swap", "--copies", "1", "--output", str(copies), "--no_progress"])
+    rows = [json.loads(line) for line in gzip.open(copies, "rt", encoding="utf-8")]
+    out = tmp_path / "run"
+    run("train_uda.py", ["--task", "squad_v2", *tiny_qa_args(tiny_qa_model_dir, tiny_squad_file),
+                         "--augment.method", "precomputed", "--augment.file", str(copies),
+                         "--train.max_steps", "3", "--report_to", "none", "--output_dir", str(out)])
+    info = json.loads((out / "data_info.json").read_text())
+    assert len(rows) == info["counts"]["unlabeled"] > 0  # one row per unlabelled question, none missing
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any("unsup/loss" in line for line in lines)
