@@ -54,7 +54,7 @@ from uda.evaluation import length_sorted_batches, pad_right, run_inference
 from uda.hub import resolve_model_path
 from uda.task import SupervisedOutput, SupervisedTerm, TaskData
 
-_MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "passage_mask")
+_MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "passage_mask", "context_mask")
 _MASKED = -1e9  # finite stand-in for -inf (as uda.losses): a fully masked row stays finite, in both passes
 EVAL_CHUNK = 256  # questions whose features and logits are held at once in evaluation
 
@@ -183,7 +183,8 @@ class PassagesTask:
                         unlabeled=split["unlabeled"] if needs_unlabeled else [], info=info)
 
     def build_model(self, cfg: Any) -> torch.nn.Module:
-        return build_passage_reader(self.model_path, cfg.model.dropout, cfg.model.trust_remote_code)
+        return build_passage_reader(self.model_path, cfg.model.dropout, cfg.model.trust_remote_code,
+                                    self.p.similarity_scale)
 
     # ------------------------------------------------------------------ features and batches
     def _firsts(self, questions: Sequence[str], titles: Sequence[str]) -> list[str]:
@@ -208,6 +209,7 @@ class PassagesTask:
         if "token_type_ids" in feats[0]:
             batch["token_type_ids"] = pad_right([f["token_type_ids"] for f in feats], 0)["input_ids"]
         batch["span_mask"] = pad_right([[int(m) for m in f["ctx_mask"]] for f in feats], 0)["input_ids"].bool()
+        batch["context_mask"] = batch["span_mask"]  # (B*M, T): stays flat where span_mask is reshaped
         batch["passage_mask"] = passage_mask
         return batch
 
@@ -243,6 +245,9 @@ class PassagesTask:
             v["passage_mask"] = passage_mask
             # spans here have no null slot: drop the first-token slot consistency_views puts first
             v["align_index"], v["align_mask"] = v["align_index"][:, 1:], v["align_mask"][:, 1:]
+            # the context tokens both views keep (what the segment similarity reads)
+            v["context_mask"] = torch.zeros_like(v["input_ids"], dtype=torch.bool).scatter_(
+                1, v["align_index"], v["align_mask"])
         return views
 
     # ------------------------------------------------------------------ losses

@@ -4,7 +4,7 @@ loss weights, span normalisation, the no-answer decision and the deterministic a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Literal, Optional
 
 from tasks.qa_config import ArticleSplit
 from uda.config import _f, require
@@ -17,6 +17,12 @@ class PassagesConfig(ArticleSplit):
     retrieve_k: int = _f(50, "SQuAD-format input: passages BM25 retrieves per question (the built file keeps this "
                          "many; recall is reported at 1, 5 and 20). DPR keeps 100: at k = 100 the built file of "
                          "dev-v2.0.json is about 400 MB gzipped, at 50 half that.")
+    retrieval_corpus: Literal["split", "file"] = _f(
+        "split", "SQuAD-format input: the paragraphs a question is retrieved from. split: those of its own block of "
+                 "the article split (test questions from the test articles, dev from the dev articles, training "
+                 "questions, labelled and unlabelled, from the training articles), so no paragraph crosses blocks; "
+                 "file: every paragraph of the file (then only labelled-pool paragraphs are ever positives in "
+                 "training and a reader learns to pick those: see docs/passages.md).")
     retrieval_file: Optional[str] = _f(
         None, "SQuAD-format input: where the built DPR-format file (jsonl.gz) is written; None: "
               "<run folder>/data/retrieval.jsonl.gz. A DPR-format file (--data.path) is read as it is.")
@@ -30,6 +36,11 @@ class PassagesConfig(ArticleSplit):
     max_occurrences: int = _f(10, "Answer occurrences in the positive passage that the span loss marginalises over.")
     n_best: int = _f(5, "Spans kept per passage (and start/end candidates paired) in prediction.")
     span_passages: int = _f(5, "Top passages (by relevance) whose best spans prediction computes and writes.")
+    similarity_scale: Optional[float] = _f(
+        None, "None: the relevance logit is DPR's head on the first token. A number s: plus s * (c_i - max_j c_j), "
+              "c_i the cosine between the mean final states of pair i's first segment (question, title) and of its "
+              "passage tokens: for a mean-pooling sentence encoder (the CPU recipe's all-MiniLM-L6-v2, trained at "
+              "scale 20), whose first token is trained for nothing (docs/passages.md).")
     selection_loss_weight: float = _f(1.0, "Weight of the selection cross-entropy over [no answer, passages].")
     span_loss_weight: float = _f(1.0, "Weight of the span loss on the positive passage.")
     shared_normalization: bool = _f(
@@ -48,6 +59,8 @@ class PassagesConfig(ArticleSplit):
         for name in ("retrieve_k", "train_passages", "train_top_k", "predict_passages", "unsup_passages",
                      "max_question_length", "max_answer_length", "max_occurrences", "n_best", "span_passages"):
             require(getattr(self, name) >= 1, f"passages.{name} must be >= 1, got {getattr(self, name)}")
+        require(self.similarity_scale is None or self.similarity_scale > 0,
+                f"passages.similarity_scale must be > 0 (or none: off), got {self.similarity_scale}")
         require(self.max_title_length >= 0, f"passages.max_title_length must be >= 0, got {self.max_title_length}")
         require(self.train_top_k >= self.train_passages - 1,
               f"passages.train_top_k ({self.train_top_k}) must hold the train_passages - 1 "

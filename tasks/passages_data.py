@@ -3,15 +3,19 @@
 Input (``data.path``): either a retriever's output in DPR reader format, a ``.jsonl(.gz)`` file or a
 ``.json`` list of ``{"question", "answers": [texts] (empty: unanswerable), "ctxs": [{"id", "title",
 "text", "score"?, "has_answer"?}], "id"?, "article"?, "positive_ctxs"?}``, or a SQuAD-format json (a
-top-level ``data`` list), which :mod:`tasks.retrieval` turns into such records with BM25 over every
-paragraph of the file. A passage without ``has_answer`` gets it from the text: true when an answer
-string occurs in it as whole words (:func:`answer_occurrences`).
+top-level ``data`` list), which :mod:`tasks.retrieval` turns into such records with BM25 over the
+file's paragraphs (``passages.retrieval_corpus``: by default a question is retrieved from the
+paragraphs of its own block of the article split only, a training question from the training
+articles').
+A passage without ``has_answer`` gets it from the text: true when an answer string occurs in it as
+whole words (:func:`answer_occurrences`).
 
 The split (:func:`split_records`) is the single-passage task's: :func:`tasks.qa_data.few_label_split`
 on the records' ``article`` (the SQuAD title; a record without one is its own article, so that the
 block sizes then count questions), ordered by sha256(title): test articles first, then dev,
-labelled pool, unlabelled pool. The retrieval corpus may hold paragraphs of every article; which
-split a question is in is decided by its own article only.
+labelled pool, unlabelled pool. Which split a question is in is decided by its own article only;
+the passages it comes with are those its retriever gave (for a SQuAD-format input, paragraphs of
+its own block's articles unless ``passages.retrieval_corpus`` is ``file``).
 
 A training sample (:func:`training_passages`): M passages, the positive (a ``has_answer`` passage of
 the top K, drawn at random when there are several; the first of ``positive_ctxs`` inserted when
@@ -118,7 +122,7 @@ def load_passage_records(cfg: Any, retrieval_path: Optional[Path]) -> tuple[list
     """(records, source, retrieval info) from ``data.path``: a DPR reader-format file as it is, or a
     SQuAD-format json through BM25 (the built file is written to ``retrieval_path``)."""
     from tasks.qa_data import load_squad_file, validate_examples
-    from tasks.retrieval import build_records, recall_at_k, write_records
+    from tasks.retrieval import build_records, corpus_sizes, recall_at_k, split_corpora, write_records
 
     path = resolve_data_path(cfg.data)
     if not path:
@@ -138,12 +142,18 @@ def load_passage_records(cfg: Any, retrieval_path: Optional[Path]) -> tuple[list
         return records, str(p), {"source": "reader file", "recall": recall_at_k(records)}
     examples = load_squad_file(p)
     validate_examples(examples, str(p))
+    sp = cfg.passages
+    corpus_of = split_corpora(examples, sp.test_articles, sp.dev_articles, sp.labeled_articles) \
+        if sp.retrieval_corpus == "split" else None
     records = [validate_record(r, f"built from '{p}'", i)
-               for i, r in enumerate(build_records(examples, cfg.passages.retrieve_k))]
+               for i, r in enumerate(build_records(examples, sp.retrieve_k, corpus_of))]
     for r, e in zip(records, examples):
         r["article"] = e["title"]
-    info = {"source": f"BM25 (bm25s) over the {len({(e['title'], e['context']) for e in examples})} paragraphs of "
-                      f"'{p}'", "k": cfg.passages.retrieve_k, "recall": recall_at_k(records)}
+    sizes = corpus_sizes(examples, corpus_of)
+    where = "every paragraph of the file" if corpus_of is None else \
+        "the paragraphs of each block's own articles (" + ", ".join(f"{n} {c}" for c, n in sizes.items()) + ")"
+    info = {"source": f"BM25 (bm25s) over {where} of '{p}'", "corpus": sp.retrieval_corpus,
+            "paragraphs": sizes, "k": sp.retrieve_k, "recall": recall_at_k(records)}
     if retrieval_path is not None:
         write_records(retrieval_path, records)
         info["file"] = str(retrieval_path)

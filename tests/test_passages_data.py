@@ -1,5 +1,6 @@
-"""Multi-passage reader data: the BM25 builder on a tiny corpus, DPR reader files, answer occurrences,
-training samples (positive inserted, unanswerable without one) and the article split."""
+"""Multi-passage reader data: the BM25 builder on a tiny corpus (one corpus, and one per block of the
+article split), DPR reader files, answer occurrences, training samples (positive inserted,
+unanswerable without one) and the article split."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from tasks.passages_data import answer_occurrences, load_reader_file, occurrence_tokens, split_records, \
     trainable, training_passages
 from tasks.qa_data import examples_from_official, few_label_split
-from tasks.retrieval import build_records, recall_at_k, write_records
+from tasks.retrieval import build_records, corpus_sizes, recall_at_k, split_corpora, write_records
 from tests.qa_fixtures import tiny_squad_file  # noqa: F401 (fixture)
 from uda.data import DataError
 
@@ -174,3 +175,59 @@ def test_split_is_the_single_passage_tasks_article_split(tiny_squad_file):  # no
     u = ours["unlabeled"][0]
     assert set(u) == {"id", "question", "ctxs"} and set(u["ctxs"][0]) == {"id", "title", "text"}
 
+
+
+# ----------------------------------------------------------------------------- per-block corpora
+
+def test_each_block_is_retrieved_from_its_own_articles_paragraphs_and_recall_is_of_what_was_retrieved():
+    examples = examples_from_official(TINY_SQUAD, "tiny")
+    corpus_of = {"Volcano": "train", "Bread": "test", "Chess": "test"}
+    built = {r["id"]: r for r in build_records(examples, k=4, corpus_of=corpus_of)}
+    for r in built.values():
+        assert r["corpus"] == corpus_of[r["article"]]
+        # every passage is a paragraph of an article of the question's own corpus, each corpus whole
+        assert {c["id"].split("#")[0] for c in r["ctxs"]} == {t for t, n in corpus_of.items() if n == r["corpus"]}
+        assert len(r["ctxs"]) == 2  # each corpus holds 2 paragraphs (k = 4 is cut to that)
+    assert [c["id"] for c in built["v2"]["ctxs"]] == ["Volcano#1", "Volcano#0"]
+    # c2's words point at the lava paragraph, which is now in another corpus: its gold comes first
+    assert built["c2"]["ctxs"][0]["id"] == "Chess#0" and built["c2"]["ctxs"][0]["has_answer"]
+    assert [c["id"] for c in built["b1"]["ctxs"]][:1] == ["Bread#0"]
+    assert not any(c["has_answer"] for c in built["b2"]["ctxs"])
+    # by hand: all 5 answerable questions find their gold first; a k beyond the 2 retrieved is left out
+    assert recall_at_k(list(built.values()), (1, 2, 4)) == {"answerable": 5.0, "recall@1": 1.0, "recall@2": 1.0}
+    assert recall_at_k([built["v1"], built["v2"]], (1,)) == {"answerable": 2.0, "recall@1": 1.0}
+    assert corpus_sizes(examples, corpus_of) == {"train": 2, "test": 2}
+    assert corpus_sizes(examples) == {"file": 4}
+    assert {r["corpus"] for r in build_records(examples, k=4)} == {"file"}
+
+
+def test_the_built_records_of_a_squad_file_never_cross_the_article_split(tiny_squad_file, tmp_path):  # noqa: F811
+    from types import SimpleNamespace
+
+    from tasks.passages_config import PassagesConfig
+    from tasks.passages_data import load_passage_records
+    from tasks.qa_data import load_squad_file, split_by_article
+    from uda.config import DataConfig
+
+    examples = load_squad_file(tiny_squad_file)
+    blocks = split_by_article(examples, 2, 1, 2)
+    corpus_of = split_corpora(examples, 2, 1, 2)
+    assert corpus_of == {**{t: "test" for t in blocks["articles"]["test"]}, **{t: "dev" for t in blocks["articles"]["dev"]},
+                         **{t: "train" for t in blocks["articles"]["labeled_pool"] + blocks["articles"]["unlabeled_pool"]}}
+    cfg = SimpleNamespace(data=DataConfig(path=str(tiny_squad_file), num_labeled=8, dev_size=6), seed=3,
+                          passages=PassagesConfig(test_articles=2, dev_articles=1, labeled_articles=2, retrieve_k=20))
+    records, _, info = load_passage_records(cfg, tmp_path / "retrieval.jsonl.gz")
+    assert info["corpus"] == "split" and info["paragraphs"] == {"test": 6, "dev": 3, "train": 9}
+    for r in records:
+        assert {corpus_of[c["id"].split("#")[0]] for c in r["ctxs"]} == {corpus_of[r["article"]]}
+        assert len(r["ctxs"]) == info["paragraphs"][corpus_of[r["article"]]]
+    split = split_records(records, cfg)
+    train_corpus = {t for t, n in corpus_of.items() if n == "train"}
+    for r in split["train"]:  # a training question's negatives (and positive) are training paragraphs only
+        for ps, _ in (training_passages(r, 3, 20, np.random.default_rng(i)) for i in range(5)):
+            assert {p["id"].split("#")[0] for p in ps} <= train_corpus
+    whole = SimpleNamespace(data=cfg.data, seed=3, passages=PassagesConfig(test_articles=2, dev_articles=1,
+                                                                           labeled_articles=2, retrieve_k=20,
+                                                                           retrieval_corpus="file"))
+    records, _, info = load_passage_records(whole, None)
+    assert info["paragraphs"] == {"file": 18} and all(len(r["ctxs"]) == 18 for r in records)

@@ -1,7 +1,7 @@
 """End-to-end: scripts/train_uda.py --task passages on a tiny SQuAD-format file (BM25 builds the DPR
-records) trains a tiny reader with UDA and leaves the run folder, the built retrieval file, the
-per-metric checkpoint pointers and predictions_test.jsonl; the built file, given back as a DPR
-reader-format --data.path, gives the same split."""
+records, each block from its own articles' paragraphs) trains a tiny reader with UDA and leaves the
+run folder, the built retrieval file, the per-metric checkpoint pointers and predictions_test.jsonl;
+the built file, given back as a DPR reader-format --data.path, gives the same split."""
 
 import gzip
 import json
@@ -59,12 +59,16 @@ def test_train_uda_passages_end_to_end(tiny_qa_model_dir, tiny_squad_file, tmp_p
     assert any("sup/trained_ratio_span" in line for line in lines)
     info = json.loads((out / "data_info.json").read_text())
     assert set(info["retrieval"]["recall_by_split"]["test"]) == {"answerable", "recall@1", "recall@5"}  # k = 6
+    # each block retrieved from its own articles' paragraphs: the test passages are test paragraphs only
+    assert info["retrieval"]["corpus"] == "split" and info["retrieval"]["paragraphs"] == {"test": 6, "dev": 3, "train": 9}
+    test_titles = {t.replace("_", " ") for t in info["articles"]["test"]}
     preds = [json.loads(line) for line in (out / "predictions_test.jsonl").read_text().splitlines()]
     assert len(preds) == 36
     for p in preds:
         assert {"id", "question", "gold_answers", "final_answer", "no_answer_score", "no_answer_prob",
                 "threshold", "passages"} <= set(p)
         assert 1 <= len(p["passages"]) <= 3
+        assert {q["title"] for q in p["passages"]} <= test_titles
         top = p["passages"][0]
         assert {"rank", "id", "title", "relevance", "selection_prob", "has_answer", "spans"} <= set(top)
         assert [q["relevance"] for q in p["passages"]] == sorted((q["relevance"] for q in p["passages"]), reverse=True)

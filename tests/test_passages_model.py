@@ -1,10 +1,12 @@
 """Multi-passage reader maths and behaviour: the loss on hand-made logits (golden numbers), TSA terms,
 post-processing and the Passage@k / EM@k metrics on hand cases, the two consistency views aligned
 slot for slot (KL 0 when the logits agree), and a tiny learnable set on which the reader learns to
-pick the positive passage and the no-answer option."""
+pick the positive passage and the no-answer option; the segment-similarity relevance term (golden
+numbers, what it changes and what not, saved with the model, carried by all three input paths)."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -257,3 +259,88 @@ def test_tiny_reader_learns_to_select_the_positive_passage_and_the_no_answer_opt
     assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:10])
     assert after[0] >= 0.8 and after[1] >= 0.8  # on questions never trained on
     assert after[0] > before[0] + 0.3 or after[1] > before[1] + 0.3
+
+
+# ----------------------------------------------------------------------------- segment similarity
+
+def test_segment_similarity_golden_numbers():
+    from tasks.passages_model import segment_similarity
+
+    # two pairs of 5 tokens: [CLS] q [SEP] | c c ; the second has one padding token and one context token
+    hidden = torch.tensor([[[1.0, 0.0], [3.0, 0.0], [2.0, 3.0], [0.0, 1.0], [1.0, 1.0]],
+                           [[1.0, 1.0], [1.0, -1.0], [0.0, 0.0], [2.0, 0.5], [9.0, 9.0]]])
+    attention = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 1, 0]])
+    context = torch.tensor([[0, 0, 0, 1, 1], [0, 0, 0, 1, 1]], dtype=torch.bool)  # padding token: not read
+    sim = segment_similarity(hidden, attention, context)
+    # pair 0: mean(first) = (2, 1), mean(context) = (0.5, 1) -> 2 / (sqrt 5 * sqrt 1.25) = 0.8
+    # pair 1: mean(first) = (2/3, 0), mean(context) = (2, 0.5) -> 2 / sqrt 4.25 = 0.9701425
+    assert sim.tolist() == pytest.approx([0.8, 0.9701425], abs=1e-6)
+    # a pair without context tokens (a padding passage) gives 0, not NaN
+    assert segment_similarity(hidden[:1], attention[:1], torch.zeros(1, 5, dtype=torch.bool)).item() == 0.0
+
+
+def test_similarity_term_ranks_the_passages_and_leaves_the_top_passage_against_no_answer(tiny_qa_model_dir, tmp_path):  # noqa: F811
+    from accelerate import Accelerator
+
+    from tasks.passages_model import build_passage_reader, load_passage_reader, segment_similarity
+
+    task = _task(tiny_qa_model_dir, train_passages=3)
+    task.sample_rng = np.random.default_rng(0)
+    records = _learnable_records(4, seed=3)
+    records[1]["ctxs"] = records[1]["ctxs"][:2]  # a padding passage in the batch
+    batch = task.collate_labeled(records)
+    assert torch.equal(batch["context_mask"], batch["span_mask"].reshape(batch["context_mask"].shape))
+    torch.manual_seed(0)
+    model = build_passage_reader(str(tiny_qa_model_dir), similarity_scale=20.0).eval()
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids", "passage_mask", "context_mask")}
+    with torch.no_grad():
+        on = model(**inputs)
+        model.similarity_scale = None
+        off = model(**inputs)
+        model.similarity_scale = 20.0
+        hidden = model.span_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                                  token_type_ids=batch["token_type_ids"], output_hidden_states=True).hidden_states[-1]
+    c = segment_similarity(hidden, batch["attention_mask"], batch["context_mask"]).view(4, 3)
+    mask = batch["passage_mask"]
+    c = c.masked_fill(~mask, -2.0)
+    expected = off.relevance_logits + 20.0 * (c - c.max(dim=1, keepdim=True).values)
+    assert torch.allclose(on.relevance_logits[mask], expected[mask], atol=1e-4)
+    top = c.argmax(dim=1)
+    rows = torch.arange(4)
+    assert torch.allclose(on.relevance_logits[rows, top], off.relevance_logits[rows, top])  # the top passage: head only
+    assert torch.equal(on.no_answer_logits, off.no_answer_logits)
+    with pytest.raises(ValueError, match="context_mask"):
+        model(**{k: v for k, v in inputs.items() if k != "context_mask"})
+    # prediction reads the same relevance (context_mask reaches the model there too)
+    task.p.predict_passages = 3
+    preds = task.predict(model, records, Accelerator(cpu=True), 6)
+    by_id = {p["id"]: {q["id"]: q["relevance"] for q in p["passages"]} for p in preds}
+    feats, _, passage_mask = task.features([r["question"] for r in records], [r["ctxs"] for r in records], 3)
+    pbatch = task._inputs(feats, passage_mask)
+    with torch.no_grad():
+        rel = model(**{k: pbatch[k] for k in inputs}).relevance_logits
+    for i, r in enumerate(records):
+        for j, ctx in enumerate(r["ctxs"]):
+            if ctx["id"] in by_id[r["id"]]:
+                assert by_id[r["id"]][ctx["id"]] == pytest.approx(rel[i, j].item(), abs=1e-4)
+    # the scale is saved with the model and loaded back
+    model.save_pretrained(tmp_path / "m")
+    assert json.loads((tmp_path / "m" / "passage_reader.json").read_text())["similarity_scale"] == 20.0
+    assert load_passage_reader(tmp_path / "m").similarity_scale == 20.0
+
+
+def test_consistency_views_carry_the_context_tokens_for_the_similarity_term(tiny_qa_model_dir):  # noqa: F811
+    from tasks.passages_model import build_passage_reader
+
+    task = _task(tiny_qa_model_dir)
+    task.augmenter = lambda qs, rng: list(qs)
+    ori, aug = task.collate_unlabeled(_unlabeled())
+    for v in (ori, aug):
+        assert v["context_mask"].sum(1).tolist() == v["align_mask"].sum(1).tolist()
+        assert not v["context_mask"][:, 0].any()
+    torch.manual_seed(0)
+    model = build_passage_reader(str(tiny_qa_model_dir), similarity_scale=20.0).eval()
+    with torch.no_grad():
+        lo, la = task.consistency_logits(model, ori), task.consistency_logits(model, aug)
+    for o, a in zip(lo, la):
+        assert consistency_loss(o, a, temperature=None, confidence=None)[0].item() == pytest.approx(0.0, abs=1e-6)
