@@ -195,6 +195,7 @@ def test_tsa_masks_each_head_on_its_own_gold_probability():
     # the span head is masked on both features (p > 0.75), the verifier on neither (p = 0.5)
     assert step.stats["sup/trained_ratio_span"] == 0.0
     assert step.stats["sup/trained_ratio_answerability"] == 1.0
+    assert step.stats["sup/tsa_threshold_span"] == step.stats["sup/tsa_threshold_answerability"] == 0.75
     assert step.sup_loss.item() == pytest.approx(math.log(2), abs=1e-6)  # the verifier's CE, mean over both
     step.sup_loss.backward()
     assert ans.grad[1].abs().sum() > 0  # the confident no-answer feature trains the verifier

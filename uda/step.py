@@ -48,8 +48,9 @@ def uda_step(task: Any, model: torch.nn.Module, batch_l: dict, views: Optional[t
     sup_loss = torch.stack(parts).sum()
     stats = {"sup/loss": sup_loss.item(), "sup/trained_ratio": masks[0].mean().item(),
              "sup/accuracy": sup.correct.mean().item(), "sup/gold_prob": sup.gold_prob.mean().item()}
-    if len(terms) > 1:  # each head's own share of examples TSA kept
+    if len(terms) > 1:  # each head's own share of examples TSA kept, and its own threshold (its K)
         stats.update({f"sup/trained_ratio_{t.name}": m.mean().item() for t, m in zip(terms, masks)})
+        stats.update({f"sup/tsa_threshold_{t.name}": float(tsa(t.num_classes)) for t in terms})
     if views is None:
         stats["train/loss"] = sup_loss.item()
         return StepOutput(sup_loss, sup_loss, None, stats=stats)
