@@ -66,14 +66,9 @@ def unlabeled_pool(task: str, config_file: Optional[str] = None,
 
     cfg = build_config(task, config_file, overrides or {})
     if cfg.task == "squad_v2":
-        from tasks.qa_data import few_label_split, load_squad_examples
+        from tasks.qa_data import split_for_config
 
-        examples, source = load_squad_examples(cfg.data)
-        split = few_label_split(
-            examples, num_labeled=cfg.data.num_labeled, dev_size=cfg.data.dev_size,
-            test_articles=cfg.qa.test_articles, dev_articles=cfg.qa.dev_articles,
-            labeled_articles=cfg.qa.labeled_articles, unlabeled_from_train=cfg.data.unlabeled_from_train,
-            max_unlabeled=cfg.data.max_unlabeled, max_test=cfg.data.max_test, seed=cfg.seed)
+        split, source = split_for_config(cfg)
         rows = [(str(u["id"]), u["question"]) for u in split["unlabeled"]]
         return rows, {"task": cfg.task, "source": source, **split["info"]}
     if not isinstance(cfg.data, TextDataConfig):

@@ -31,16 +31,15 @@ import torch
 import torch.nn.functional as F
 
 from augment.build import build_augmenter
-from uda.task import SupervisedOutput, SupervisedTerm, TaskData
-from tasks.qa_data import build_features, clip_questions, collate_features, describe_features, few_label_split, \
-    load_squad_examples
 from tasks.qa_config import QAConfig
+from tasks.qa_data import build_features, clip_questions, collate_features, describe_features, split_for_config
 from tasks.qa_model import build_qa_model
 from tasks.qa_postprocess import decide, fit_null_threshold, postprocess
 from tasks.squad_metric import raw_scores, roc_auc, squad_v2_metrics
 from uda.config import ConfigError
 from uda.evaluation import length_sorted_batches, run_inference
 from uda.hub import resolve_model_path
+from uda.task import SupervisedOutput, SupervisedTerm, TaskData
 
 _MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -188,12 +187,7 @@ class QATask:
             raise ConfigError(f"qa.doc_stride ({cfg.qa.doc_stride}) must be below model.max_length - "
                               f"qa.max_question_length - 3 ({self.max_length - cfg.qa.max_question_length - 3}) so "
                               f"that consecutive windows advance")
-        examples, source = load_squad_examples(cfg.data)
-        split = few_label_split(
-            examples, num_labeled=cfg.data.num_labeled, dev_size=cfg.data.dev_size,
-            test_articles=cfg.qa.test_articles, dev_articles=cfg.qa.dev_articles,
-            labeled_articles=cfg.qa.labeled_articles, unlabeled_from_train=cfg.data.unlabeled_from_train,
-            max_unlabeled=cfg.data.max_unlabeled, max_test=cfg.data.max_test, seed=cfg.seed)
+        split, source = split_for_config(cfg)
         self.model_path = resolve_model_path(cfg.model.name_or_path)
         self.trust_remote_code = cfg.model.trust_remote_code
         self.dropout = cfg.model.dropout

@@ -325,3 +325,14 @@ def _groups(features: Sequence[dict]):
     for f in features:
         by.setdefault(f["example_index"], []).append(f)
     return by.values()
+
+
+def split_for_config(cfg: Any) -> tuple[dict, str]:
+    """(few_label_split of the file, its source) as a run with config ``cfg`` (a squad_v2 Config) has it."""
+    examples, source = load_squad_examples(cfg.data)
+    split = few_label_split(
+        examples, num_labeled=cfg.data.num_labeled, dev_size=cfg.data.dev_size,
+        test_articles=cfg.qa.test_articles, dev_articles=cfg.qa.dev_articles,
+        labeled_articles=cfg.qa.labeled_articles, unlabeled_from_train=cfg.data.unlabeled_from_train,
+        max_unlabeled=cfg.data.max_unlabeled, max_test=cfg.data.max_test, seed=cfg.seed)
+    return split, source
