@@ -23,7 +23,7 @@ from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
-from uda.arrow_cache import cached_table, file_key, hash_array, take_pylist
+from uda.arrow_cache import MappedPages, cached_table, file_key, hash_array, numpy_column, take_pylist
 from uda.data import DataError, check_data_file, iter_table
 from uda.io import BadLine, iter_jsonl, text_hash
 
@@ -144,10 +144,11 @@ class TableRows:
     def __init__(self, tables: Sequence[tuple[str, Any]], limit: Optional[int] = None):
         self._parts: list[tuple[str, Any, Optional[np.ndarray], int]] = []  # (source, table, good rows, rows used)
         self._bad: list[tuple[str, Any, np.ndarray]] = []
+        self._pages = [MappedPages(ds) for _, ds in tables]  # what a read mapped is given back after it
         left = limit
-        for name, ds in tables:
+        for k, (name, ds) in enumerate(tables):
             table = ds.data
-            bad = table.column("kind").is_valid().to_numpy(zero_copy_only=False)
+            bad = numpy_column(table.column("kind").is_valid(), self._pages[k])
             good = np.flatnonzero(~bad) if bad.any() else None
             if good is not None:
                 self._bad.append((name, table, np.flatnonzero(bad)))
@@ -170,15 +171,19 @@ class TableRows:
             col = table.column(name)
             for start in range(0, used, BATCH):
                 end = min(start + BATCH, used)
-                yield k, (col.slice(start, end - start).to_pylist() if good is None
+                values = (col.slice(start, end - start).to_pylist() if good is None
                           else take_pylist(col, good[start:end]))
+                self._pages[k].release()
+                yield k, values
 
     def blank(self) -> np.ndarray:
-        parts = [t.column("blank").to_numpy()[self._rows_of(k)] for k, (_, t, _, _) in enumerate(self._parts)]
+        parts = [numpy_column(t.column("blank"), self._pages[k])[self._rows_of(k)]
+                 for k, (_, t, _, _) in enumerate(self._parts)]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
 
     def text_hashes(self) -> np.ndarray:
-        parts = [hash_array(t.column("hash"))[self._rows_of(k)] for k, (_, t, _, _) in enumerate(self._parts)]
+        parts = [hash_array(t.column("hash"), self._pages[k])[self._rows_of(k)]
+                 for k, (_, t, _, _) in enumerate(self._parts)]
         return np.concatenate(parts) if parts else np.empty(0, dtype="S16")
 
     def texts(self) -> Iterator[Optional[str]]:
@@ -199,6 +204,7 @@ class TableRows:
             local = positions[at] - self._starts[k]
             _, table, good, _ = self._parts[k]
             got = take_pylist(table.column("text"), good[local] if good is not None else local)
+            self._pages[k].release()
             for i, t in zip(at.tolist(), got):
                 out[i] = t
         return out

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from uda.arrow_cache import cached_table, file_key, hash_array, is_in_sorted
+from uda.arrow_cache import MappedPages, cached_table, file_key, hash_array, is_in_sorted
 from uda.io import BadLine, atomic_open, iter_jsonl, text_hash
 
 __all__ = ["PrecomputedAugmenter", "MissingAugmentationError", "write_precomputed", "precomputed_writer"]
@@ -56,7 +56,8 @@ class PrecomputedAugmenter:
         schema = pa.schema([("hash", pa.binary(16)), ("augmented", pa.list_(pa.string()))])
         table = cached_table("precomputed", file_key(self.path), lambda: _records(self.path), schema)
         self._copies = table.data.column("augmented")  # on disk; a row is read when its text is drawn
-        hashes = hash_array(table.data.column("hash"))
+        self._pages = MappedPages(table)  # what a read mapped is given back after it
+        hashes = hash_array(table.data.column("hash"), self._pages)
         # a stable sort keeps the lines of a repeated original in file order: their copies are pooled in that order
         self._rows = np.argsort(hashes, kind="stable")
         self._sorted = hashes[self._rows]
@@ -85,7 +86,10 @@ class PrecomputedAugmenter:
     def _pools(self, texts: Sequence[str]) -> list[list[str]]:
         hashes = np.array([text_hash(t) for t in texts], dtype="S16")
         lo, hi = np.searchsorted(self._sorted, hashes, "left"), np.searchsorted(self._sorted, hashes, "right")
-        return [self._pool(t, int(a), int(b)) for t, a, b in zip(texts, lo, hi)]
+        try:
+            return [self._pool(t, int(a), int(b)) for t, a, b in zip(texts, lo, hi)]
+        finally:
+            self._pages.release()
 
     def copies(self, text: str) -> list[str]:
         """All precomputed copies of ``text`` (raises :class:`MissingAugmentationError`)."""

@@ -16,7 +16,8 @@ Each measurement is a child process (a fresh interpreter with its own cache fold
 runs ``uda.train.train`` on task text_classification for 20 steps, batch 8, unsup ratio 3, dev 100,
 200 test reviews, on a TINY BERT (1 layer, hidden 32, the MiniLM tokenizer) or with --model minilm the
 offline all-MiniLM-L6-v2. It reports its peak RSS (``resource.getrusage``, which counts the pages of
-memory-mapped files it touched) after setup and at the end, and the time of ``task.setup`` (data,
+memory-mapped files it has mapped; the readers give those of the Arrow tables back after each read,
+``uda.arrow_cache.MappedPages``) after setup and at the end, and the time of ``task.setup`` (data,
 tokenizer, augmenter and its join to the pool). Without a precomputed file the augmenter is
 --plain_method (default swap): TF-IDF and unif fit statistics on every text of the pool, which would
 measure those statistics rather than the pool.
@@ -28,7 +29,7 @@ the command itself) with its own $UDA_CACHE and augmentation cache: a first run 
 Arrow, every text computed) and a second one on the same caches (nothing computed, the output written
 again from the cache). Besides the peak RSS it reports the peak of anonymous memory (RssAnon of
 /proc/self/status, sampled every 0.1 s): the peak RSS also counts the pages of the memory-mapped input
-table that were read, page cache the kernel can drop, and augmenting reads every text.
+table that a batch mapped (given back after each batch) and the libraries' code.
 
 Writes results.json and results.md to --out.
 """
@@ -246,7 +247,8 @@ def augment_table(rows: list[dict]) -> list[str]:
     md = ["", f"## uda-augment ({rows[0]['method']}, 2 copies, input: {rows[0]['input']})", "",
           "The first run converts the input to Arrow and computes every text; the second finds every copy in "
           "the cache and writes the output again. Peak anonymous memory: RssAnon sampled every 0.1 s (the peak "
-          "RSS also counts the pages of the memory-mapped input that were read).", "",
+          "RSS also counts the libraries' code and the pages of the memory-mapped input a batch mapped, given "
+          "back after it).", "",
           "| pool | run | total s | texts computed | peak RSS MiB | peak anonymous MiB | peak file-backed MiB |",
           "|---:|---|---:|---:|---:|---:|---:|"]
     for r in rows:
@@ -262,9 +264,10 @@ def augment_table(rows: list[dict]) -> list[str]:
 
 
 def train_table(rows: list[dict]) -> list[str]:
-    md = ["Peak RSS counts the pages of the memory-mapped Arrow tables that were read (file-backed, given back "
-          "by the kernel under pressure); peak anonymous memory (RssAnon, sampled every 0.1 s) is what the "
-          "process itself holds.", "",
+    md = ["Peak RSS (``getrusage``) counts everything resident, the pages of memory-mapped files included; "
+          "the readers give back the pages of the Arrow tables that a read mapped after each read "
+          "(``uda.arrow_cache.MappedPages``), so the file-backed part is mostly the libraries' code. Peak "
+          "anonymous memory (RssAnon, sampled every 0.1 s) is what the process itself holds.", "",
           "| pool | augmentation | setup | setup s | peak RSS after setup MiB | peak RSS MiB | peak anonymous MiB "
           "| peak file-backed MiB | total s |",
           "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
@@ -273,8 +276,8 @@ def train_table(rows: list[dict]) -> list[str]:
                   f"{r['rss_after_setup_mib']:,} | {r['peak_rss_mib']:,} | {r.get('peak_anon_mib', '-')} | "
                   f"{r.get('peak_file_mib', '-')} | {r['total_s']} |")
     sizes = sorted({r["size"] for r in rows})
-    md += ["", f"Growth from {sizes[0]:,} to {sizes[-1]:,} texts of peak anonymous memory (goal: under 512 MiB) and "
-               "of peak RSS, and speed-up of the second setup over the first (goal: at least 5x; setup s excludes the import of datasets "
+    md += ["", f"Growth from {sizes[0]:,} to {sizes[-1]:,} texts of peak RSS (goal: under 512 MiB) and of peak "
+               "anonymous memory, and speed-up of the second setup over the first (goal: at least 5x; setup s excludes the import of datasets "
                "and transformers, the same in both: import_s in results.json):", ""]
     for aug in dict.fromkeys(r["augmentation"] for r in rows):
         pick = {(r["size"], r["setup"]): r for r in rows if r["augmentation"] == aug}
@@ -286,8 +289,8 @@ def train_table(rows: list[dict]) -> list[str]:
 
         anon, rss = growth("peak_anon_mib"), growth("peak_rss_mib")
         speed = {n: round(pick[(n, "first")]["setup_s"] / max(pick[(n, "second")]["setup_s"], 1e-9), 1) for n in sizes}
-        md.append(f"- {aug}: peak anonymous memory growth {anon['first']} MiB (first setup), {anon['second']} MiB "
-                  f"(second); peak RSS growth {rss['first']} / {rss['second']} MiB; second setup faster by "
+        md.append(f"- {aug}: peak RSS growth {rss['first']} MiB (first setup), {rss['second']} MiB (second); "
+                  f"peak anonymous memory growth {anon['first']} / {anon['second']} MiB; second setup faster by "
                   + ", ".join(f"{v}x at {n:,}" for n, v in speed.items()))
     return md
 

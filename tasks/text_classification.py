@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence as SequenceABC
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -73,6 +74,22 @@ def accuracy_and_macro_f1(preds: np.ndarray, labels: np.ndarray, num_classes: in
     return out
 
 
+class PoolTexts(SequenceABC):
+    """The cleaned texts of the unlabelled pool at ``positions``, read from disk when asked: a slice
+    is one ``texts_at`` read (the MLM stage reads a batch at a time), so the pool stays on disk."""
+
+    def __init__(self, pool: UnlabeledPool, positions: np.ndarray) -> None:
+        self.pool, self.positions = pool, np.asarray(positions, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [clean_text(t) for t in self.pool.texts_at(self.positions[i])]
+        return clean_text(self.pool.texts_at(self.positions[[i]])[0])
+
+
 class TextClassificationTask:
     name = "text_classification"
     main_metric = "accuracy"
@@ -89,6 +106,7 @@ class TextClassificationTask:
         self.class_logits_index = 0  # consistency_logits()[0] is a distribution over the classes
         self.class_prior: torch.Tensor = torch.full((2,), 0.5)  # of the labelled set (distribution alignment)
         self.train_rows: list = []
+        self.unlabeled: Optional[UnlabeledPool] = None  # the pool the MLM stage reads (even when supervised only)
 
     # ------------------------------------------------------------------ setup
     def setup(self, cfg: Any) -> TaskData:
@@ -105,6 +123,7 @@ class TextClassificationTask:
         self.tokenizer.truncation_side = cfg.model.truncation_side
         self.rng = np.random.default_rng(cfg.seed + 1)
         self.train_rows = list(data.train)
+        self.unlabeled = data.unlabeled
         counts = torch.bincount(torch.tensor([e["label"] for e in data.train], dtype=torch.long),
                                 minlength=len(self.label_names)).float()
         self.class_prior = counts / counts.sum().clamp(min=1.0)
@@ -136,6 +155,8 @@ class TextClassificationTask:
         from tasks.text_model import build_text_classifier
 
         path = self.model_path
+        if cfg.model.mlm_steps:  # first: the contrastive stage, if any, starts from the MLM encoder
+            path = str(self._mlm_encoder(cfg, path))
         if cfg.model.contrastive_iterations:
             from tasks.contrastive import contrastive_encoder
 
@@ -145,6 +166,22 @@ class TextClassificationTask:
                 iterations=cfg.model.contrastive_iterations, lr=cfg.model.contrastive_lr))
         return build_text_classifier(path, self.label_names, cfg.model.pooling, cfg.model.dropout,
                                      cfg.model.trust_remote_code)
+
+    def _mlm_encoder(self, cfg: Any, path: str) -> Path:
+        """The MLM stage on ``model.mlm_max_texts`` texts of the unlabelled pool, drawn with the seed."""
+        from tasks.mlm import mlm_encoder
+
+        pool, m = self.unlabeled, cfg.model
+        if pool is None or len(pool) == 0:
+            raise DataError("--model.mlm_steps pretrains the encoder on the unlabelled pool, and this run has none: "
+                            "give an unlabelled file (unsup.* in --data.path, or --data.unlabeled_file) or "
+                            "--data.unlabeled_from_train true, or drop --model.mlm_steps")
+        # a stream of its own: the draw moves neither the task's augmentation RNG nor torch's
+        positions = np.random.default_rng([cfg.seed, 0x6D6C6D]).permutation(len(pool))[:m.mlm_max_texts]
+        return mlm_encoder(path, PoolTexts(pool, positions), text_hashes=pool.text_hashes()[positions],
+                           seed=cfg.seed, max_length=m.max_length, truncation_side=m.truncation_side,
+                           steps=m.mlm_steps, batch_size=m.mlm_batch_size, lr=m.mlm_lr,
+                           probability=m.mlm_probability, trust_remote_code=m.trust_remote_code)
 
     # ------------------------------------------------------------------ batches
     def _token_ids(self, texts: Sequence[str]) -> list[list[int]]:

@@ -44,12 +44,33 @@ class TextModelConfig(ModelConfig):
         "stage (the setfit package): this many pairs per labelled example (SetFit's num_iterations; 20 is its "
         "default). None: off. Cached by encoder, labelled set, seed and settings.")
     contrastive_lr: float = _f(2e-5, "Learning rate of the contrastive stage (SetFit's body_learning_rate).")
+    mlm_steps: Optional[int] = _f(
+        None, "Before training (and before the contrastive stage), continue the encoder's masked-LM pretraining on "
+        "the unlabelled pool for this many steps (task-adaptive pretraining, as UDA's BERT on IMDB text; "
+        "transformers' AutoModelForMaskedLM, BERT's 80/10/10 masking). None: off. Cached by encoder, texts, seed "
+        "and settings.")
+    mlm_lr: float = _f(5e-5, "Peak learning rate of the MLM stage (AdamW, 10% linear warm-up, linear decay).")
+    mlm_batch_size: int = _f(32, "Texts per step of the MLM stage (each cut to model.max_length tokens).")
+    mlm_max_texts: Optional[int] = _f(
+        50000, "How many unlabelled texts the MLM stage draws (seeded by the run seed) and cycles through; None: "
+        "the whole pool.")
+    mlm_probability: float = _f(0.15, "Share of the tokens the MLM stage masks (BERT's 15%).")
 
     def validate(self) -> None:
         if self.contrastive_iterations is not None and self.contrastive_iterations < 1:
             raise ConfigError(f"model.contrastive_iterations must be >= 1 or None, got {self.contrastive_iterations}")
         if self.contrastive_lr <= 0:
             raise ConfigError(f"model.contrastive_lr must be > 0, got {self.contrastive_lr}")
+        if self.mlm_steps is not None and self.mlm_steps < 1:
+            raise ConfigError(f"model.mlm_steps must be >= 1 or None, got {self.mlm_steps}")
+        if not self.mlm_lr > 0:
+            raise ConfigError(f"model.mlm_lr must be > 0, got {self.mlm_lr}")
+        if self.mlm_batch_size < 1:
+            raise ConfigError(f"model.mlm_batch_size must be >= 1, got {self.mlm_batch_size}")
+        if self.mlm_max_texts is not None and self.mlm_max_texts < 1:
+            raise ConfigError(f"model.mlm_max_texts must be >= 1 or None (the whole pool), got {self.mlm_max_texts}")
+        if not 0 < self.mlm_probability < 1:
+            raise ConfigError(f"model.mlm_probability must be in (0, 1), got {self.mlm_probability}")
 
 
 SECTIONS = {"data": TextDataConfig, "model": TextModelConfig}

@@ -35,7 +35,7 @@ from typing import Any, Iterator, Optional, Sequence
 import numpy as np
 
 from tasks.text_config import TextDataConfig
-from uda.arrow_cache import cached_table, file_key, hash_array, is_in_sorted, take_pylist
+from uda.arrow_cache import MappedPages, cached_table, file_key, hash_array, is_in_sorted, numpy_column, take_pylist
 from uda.data import (DataError, _decode, _read_bytes, check_data_file, file_extension, file_stem, iter_table,
                       read_table, resolve_data_path)  # noqa: F401 (read_table: re-exported for callers)
 from uda.hub import hub_reachable
@@ -157,13 +157,19 @@ class _Source:
     def rows(self) -> list[dict]:
         """{"id", "text", "label"(raw)} of every row, in memory: for the labelled splits, which are small."""
         ids, texts, labels = (self.table.data.column(c).to_pylist() for c in ("id", "text", "label"))
+        self.pages.release()
         return [{"id": i, "text": t, "label": json.loads(y)} for i, t, y in zip(ids, texts, labels)]
+
+    @cached_property
+    def pages(self) -> MappedPages:
+        return MappedPages(self.table)
 
     @cached_property
     def checks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(blank, length in characters, text hash) of every row, as numpy arrays (25 bytes a row)."""
         col = self.table.data.column
-        return col("blank").to_numpy(), col("chars").to_numpy(), hash_array(col("hash"))
+        return (numpy_column(col("blank"), self.pages), numpy_column(col("chars"), self.pages),
+                hash_array(col("hash"), self.pages))
 
 
 def _file_source(path: Path, cfg: TextDataConfig, require_label: bool) -> _Source:
@@ -191,8 +197,12 @@ class UnlabeledPool(SequenceABC):
     asked for, as ``{"id", "text"}``, plus ``"hidden_label"`` for a text of the labelled pool (diagnostics
     only, never trained on). In memory: 13 bytes a text (its table, row and hidden label)."""
 
-    def __init__(self, tables: list, source: np.ndarray, row: np.ndarray, hidden: np.ndarray):
+    def __init__(self, tables: list, source: np.ndarray, row: np.ndarray, hidden: np.ndarray,
+                 pages: Optional[list[MappedPages]] = None):
         self._tables, self._source, self._row, self._hidden = tables, source, row, hidden
+        # the pages of the tables' files that a read mapped are given back after it (see MappedPages)
+        self._pages = [p for p in (pages or []) if p]
+        self._release()  # what the setup's reads left mapped
         # the Arrow columns themselves: a row read from them takes microseconds, through Dataset[i] ~100
         self._id_text = [(t.data.column("id"), t.data.column("text")) for t in tables]
 
@@ -205,7 +215,13 @@ class UnlabeledPool(SequenceABC):
         i = range(len(self))[i]  # negative indices; IndexError past the end
         ids, texts = self._id_text[self._source[i]]
         r = int(self._row[i])
-        return self._example(ids[r].as_py(), texts[r].as_py(), self._hidden[i])
+        out = self._example(ids[r].as_py(), texts[r].as_py(), self._hidden[i])
+        self._release()
+        return out
+
+    def _release(self) -> None:
+        for p in self._pages:
+            p.release()
 
     @staticmethod
     def _example(rid: str, text: str, hidden: int) -> dict:
@@ -222,6 +238,7 @@ class UnlabeledPool(SequenceABC):
             for k in np.unique(src):
                 at = src == k
                 out[at] = take_pylist(self._tables[k].data.column(column), rows[at])
+            self._release()
             yield from out
 
     def __iter__(self) -> Iterator[dict]:
@@ -240,6 +257,7 @@ class UnlabeledPool(SequenceABC):
         for k in np.unique(src):
             at = src == k
             out[at] = take_pylist(self._tables[k].data.column("text"), rows[at])
+        self._release()
         return out.tolist()
 
     def text_hashes(self) -> np.ndarray:
@@ -248,6 +266,7 @@ class UnlabeledPool(SequenceABC):
         for k, table in enumerate(self._tables):
             at = self._source == k
             hashes[at] = hash_array(table.data.column("hash").take(self._row[at]))
+        self._release()
         return hashes
 
     def __eq__(self, other: object) -> bool:
@@ -736,7 +755,7 @@ def load_text_classification(cfg: TextDataConfig, seed: int) -> TextClassificati
     if cfg.max_unlabeled is not None and cfg.max_unlabeled < before_cap:
         keep = np.sort(_rng(seed, 3).choice(before_cap, size=max(cfg.max_unlabeled, 0), replace=False))
         source, row, hidden = source[keep], row[keep], hidden[keep]
-    unl = UnlabeledPool([s.table for s in sources], source, row, hidden)
+    unl = UnlabeledPool([s.table for s in sources], source, row, hidden, [s.pages for s in sources])
 
     def counts(rows: list[dict]) -> dict:
         c = {n: 0 for n in lm.names}

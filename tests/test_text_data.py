@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tasks import text_data
@@ -470,6 +471,56 @@ def test_unlabeled_pool_is_read_from_the_arrow_tables(tmp_path):
     assert pool.text_hashes().tobytes() == b"".join(text_hash(u["text"]) for u in items)
     with pytest.raises(IndexError):
         pool[len(pool)]
+
+
+def _mapped_kib(suffix: str) -> int:
+    """Resident KiB of this process's mappings of files whose name ends with ``suffix`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+                inside = len(head) >= 6 and head[-1].endswith(suffix)
+            elif inside and line.startswith("Rss:"):
+                total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="Linux only: reads /proc/self/smaps")
+def test_reads_of_the_pool_give_back_the_mapped_pages(tmp_path):
+    """Drawn texts, the setup's column reads and precomputed copies leave no page of the memory-mapped
+    tables mapped in this process (kernel large folios map up to 2 MiB a fault: see MappedPages)."""
+    from augment.precomputed import PrecomputedAugmenter, write_precomputed
+    from uda.arrow_cache import MappedPages, cached_table
+
+    folder = tmp_path / "d"
+    folder.mkdir()
+    _write_jsonl(folder / "train.jsonl", _rows(20))
+    _write_jsonl(folder / "test.jsonl", _rows(5, prefix="test"))
+    _write_jsonl(folder / "unsup.jsonl", [{"id": f"u{i}", "text": f"unlabelled {i} " + "word " * 400}
+                                          for i in range(3000)])  # 6 MB of text
+    d = load_text_classification(_cfg(path=str(folder)), seed=0)
+    pool = d.unlabeled
+    assert _mapped_kib(".arrow") == 0  # the setup read the hash, length and blank columns of every row
+    texts = pool.texts_at([5, 2999, 1500, 17])
+    assert texts[1].startswith("unlabelled ") and _mapped_kib(".arrow") == 0
+    assert pool[100]["text"].startswith("unlabelled 1") and _mapped_kib(".arrow") == 0
+    pre = tmp_path / "pre.jsonl"
+    write_precomputed(pre, texts, [[t.upper()] for t in texts])
+    aug = PrecomputedAugmenter(pre)
+    assert aug(texts, np.random.default_rng(0))[0] == texts[0].upper() and _mapped_kib(".arrow") == 0
+
+    # without the release the same reads stay mapped: the test sees what it claims to
+    import pyarrow as pa
+
+    schema = pa.schema([("text", pa.string())])
+    ds = cached_table("probe", {"n": 1}, lambda: ({"text": "t" * 5000} for _ in range(2000)), schema)
+    col = ds.data.column("text")
+    assert [col[i].as_py()[:1] for i in (0, 1999)] == ["t", "t"] and _mapped_kib(".arrow") > 0
+    pages = MappedPages(ds)
+    assert pages
+    pages.release()
+    assert _mapped_kib(".arrow") == 0 and col[1000].as_py() == "t" * 5000  # still readable after
 
 
 def test_precomputed_copies_are_joined_to_the_pool_at_setup(tmp_path):

@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 import numpy as np
 
@@ -78,12 +78,28 @@ def cached_table(kind: str, key: dict, rows: Callable[[], Iterable[dict]], schem
     return datasets.Dataset.from_file(str(path))
 
 
-def hash_array(column: "pa.ChunkedArray | pa.Array") -> np.ndarray:
+def hash_array(column: "pa.ChunkedArray | pa.Array", pages: Optional["MappedPages"] = None) -> np.ndarray:
     """A ``binary(16)`` column (text hashes, :func:`uda.io.text_hash`) as a numpy ``S16`` array,
-    read straight from the Arrow buffers (no Python object per row)."""
+    read straight from the Arrow buffers (no Python object per row); ``pages`` released after each chunk."""
+    return numpy_column(column, pages, lambda c: np.frombuffer(c.buffers()[1], dtype="S16", count=len(c),
+                                                               offset=c.offset * 16), "S16")
+
+
+def numpy_column(column: "pa.ChunkedArray | pa.Array", pages: Optional["MappedPages"] = None,
+                 convert: Optional[Callable[[Any], np.ndarray]] = None, dtype: Any = None) -> np.ndarray:
+    """A column as one numpy array, converted a chunk at a time (``convert``, default ``to_numpy``) with
+    ``pages`` (:class:`MappedPages`) released after each, so that reading a column of a large memory-mapped
+    table never holds more than a chunk's pages."""
     chunks = column.chunks if hasattr(column, "chunks") else [column]
-    parts = [np.frombuffer(c.buffers()[1], dtype="S16", count=len(c), offset=c.offset * 16) for c in chunks]
-    return np.concatenate(parts) if parts else np.empty(0, dtype="S16")
+    convert = convert or (lambda c: c.to_numpy(zero_copy_only=False))
+    parts = []
+    for c in chunks:
+        parts.append(convert(c))  # concatenate copies: nothing below points into the mapping
+        if pages is not None:
+            pages.release()
+    if parts:
+        return np.concatenate(parts)
+    return np.empty(0, dtype=dtype if dtype is not None else column.type.to_pandas_dtype())
 
 
 def take_pylist(column: "pa.ChunkedArray | pa.Array", rows: "np.ndarray | list[int]") -> list:
@@ -114,3 +130,58 @@ def is_in_sorted(values: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
     ordered = values[order]
     found[order] = sorted_keys[np.searchsorted(sorted_keys, ordered).clip(max=len(sorted_keys) - 1)] == ordered
     return found
+
+
+MADV_DONTNEED = 4  # <sys/mman.h> on Linux
+
+
+class MappedPages:
+    """The pages of a memory-mapped table file that this process has mapped, given back on :meth:`release`.
+
+    Why this exists: on Linux a page fault on a file whose page-cache pages are large folios (the
+    default for recently written or read-ahead files since kernel 6.x) maps the whole folio, up to 2 MiB,
+    even under ``madvise(MADV_RANDOM)``. Drawing one 1 KiB review from a memory-mapped pool then adds
+    about 1 MiB to the process's RSS, and the pages stay mapped until the table is closed: resident
+    memory grows with every text read (measured: +472 MiB after 480 random rows of a 500,000-text pool,
+    warm cache). ``madvise(MADV_DONTNEED)`` on the file's mapping unmaps them (they stay in the page
+    cache; a later read maps them again), so a reader calls :meth:`release` after each batch of rows and
+    the process holds none of the pool. Neither pyarrow nor datasets exposes this.
+
+    Only read-only mappings of the table's own cache files are touched, found in ``/proc/self/maps`` at
+    construction by the address of the table's buffers (``MADV_DONTNEED`` on anonymous memory would
+    zero it). The mapping stays alive while this object holds the table. A no-op off Linux and for
+    tables in memory."""
+
+    def __init__(self, dataset: Any):
+        self._table = getattr(dataset, "data", dataset)  # keeps the mapping alive
+        self._ranges: list[tuple[int, int]] = []
+        files = {os.path.realpath(f["filename"]) for f in getattr(dataset, "cache_files", ()) or ()}
+        if not files or not os.path.exists("/proc/self/maps"):
+            return
+        addresses = set()
+        for column in self._table.columns:
+            for chunk in column.chunks:
+                addresses.update(b.address for b in chunk.buffers() if b is not None and b.size)
+        if not addresses:
+            return
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(maxsplit=5)
+                if len(parts) < 6 or "w" in parts[1] or os.path.realpath(parts[5].strip()) not in files:
+                    continue
+                start, end = (int(x, 16) for x in parts[0].split("-"))
+                if any(start <= a < end for a in addresses):
+                    self._ranges.append((start, end))
+        if self._ranges:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            self._madvise = libc.madvise
+            self._madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+
+    def release(self) -> None:
+        for start, end in self._ranges:
+            self._madvise(start, end - start, MADV_DONTNEED)  # a failure only leaves pages mapped
+
+    def __bool__(self) -> bool:
+        return bool(self._ranges)
