@@ -561,3 +561,27 @@ def test_real_imdb_reference_split():
     assert first_neg["id"] == f"train_{first_neg_line}"
     first_pos_line = next(line.strip() for line in order.open(encoding="utf-8") if line.startswith("pos_"))
     assert next(r for r in d.train if r["label"] == 1)["id"] == f"train_{first_pos_line}"
+
+
+def test_real_imdb_same_selection_as_before_arrow(tmp_path, monkeypatch):
+    """On the real IMDB files the Arrow-backed loader selects exactly what the list-based loader did
+    (ids recorded with it: tests/data/imdb_selection_before_arrow.json): the reference split and two
+    seeded random splits, labelled and dev ids in order, the unlabelled pool's ids."""
+    import hashlib
+
+    root = Path(os.environ.get("UDA_SHARED_DATA", REPO.parent / "shared" / "data")) / "imdb"
+    if not all((root / f).is_file() for f in ("train.jsonl.gz", "test.jsonl.gz", "unsup.jsonl.gz")):
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"shared IMDB data not found at {root}; set UDA_SHARED_DATA to the shared data folder")
+        pytest.skip(f"shared IMDB data not found at {root}")
+    monkeypatch.setenv("UDA_CACHE", str(tmp_path / "cache"))
+    golden = json.loads((REPO / "tests" / "data" / "imdb_selection_before_arrow.json").read_text(encoding="utf-8"))
+    for name, case in golden.items():
+        if name.startswith("_"):
+            continue
+        d = load_text_classification(DataConfig(path=str(root), **case["config"]), seed=case["seed"])
+        unl = [u["id"] for u in d.unlabeled]
+        assert [r["id"] for r in d.train] == case["labeled_ids"], name
+        assert [r["id"] for r in d.dev] == case["dev_ids"], name
+        assert len(d.test) == case["test_count"] and len(unl) == case["unlabeled_count"], name
+        assert hashlib.sha256("\n".join(unl).encode()).hexdigest() == case["unlabeled_ids_sha256"], name
