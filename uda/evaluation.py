@@ -46,8 +46,8 @@ def run_inference(
     local: list[tuple[list[int], Any]] = []
     # one autocast context over every batch: the weights are cast to the compute dtype once per
     # evaluation, not at each forward (accelerate's per-forward autocast alone exits its context, and
-    # so drops the cast weights, after every batch: measured, 10% of the CPU time of evaluating the
-    # offline MiniLM on batches of 64 x 128 tokens in bf16 on one thread)
+    # so drops the cast weights, after every batch: 4-11% more CPU time on the offline MiniLM, batches
+    # of 64 x 128 tokens, bf16, one thread; benchmarks/autocast_cache.py)
     autocast = accelerator.autocast() if hasattr(accelerator, "autocast") else nullcontext()
     with torch.inference_mode(), autocast:
         for b in range(rank, len(batches), world):
