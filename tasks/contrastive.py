@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
-from uda.io import atomic_write_text, cache_home
+from uda.io import cache_home, staged_cache_folder
+from uda.train import kept_accelerate_state
 
 
 def cache_root() -> Path:
@@ -59,22 +57,15 @@ def contrastive_encoder(model_path: str, texts: Sequence[str], labels: Sequence[
     body.max_seq_length = max_length
     body.tokenizer.truncation_side = truncation_side
     data = Dataset.from_dict({"text": list(texts), "label": [int(y) for y in labels]})
-    root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".contrastive-", dir=root) as tmp:
-        args = TrainingArguments(output_dir=str(Path(tmp) / "trainer"), num_iterations=iterations, num_epochs=epochs,
-                                 batch_size=batch_size, body_learning_rate=lr, seed=seed, max_length=max_length,
-                                 save_strategy="no", report_to="none", logging_steps=10**9, logging_first_step=False,
-                                 show_progress_bar=False)
+    with kept_accelerate_state(), staged_cache_folder(folder, {**settings, "examples": len(texts)}) as staged:
+        args = TrainingArguments(output_dir=str(staged.parent / "work"), num_iterations=iterations,
+                                 num_epochs=epochs, batch_size=batch_size, body_learning_rate=lr, seed=seed,
+                                 max_length=max_length, save_strategy="no", report_to="none", logging_steps=10**9,
+                                 logging_first_step=False, show_progress_bar=False)
         # the body only: the classifier is ours (trained by the loop), not SetFit's logistic regression
         trainer = Trainer(model=model, args=args, train_dataset=data)
         trainer.train_embeddings(*trainer.dataset_to_parameters(data), args=args)
-        staged = Path(tmp) / "out"
         transformer = body[0].auto_model  # the Hugging Face encoder inside the sentence-transformers body
         transformer.save_pretrained(staged / "encoder")
         body.tokenizer.save_pretrained(staged / "encoder")
-        atomic_write_text(staged / "settings.json", json.dumps({**settings, "examples": len(texts)}, indent=2))
-        (staged / "DONE").write_text("", encoding="utf-8")
-        if folder.exists():  # an unfinished earlier attempt
-            shutil.rmtree(folder)
-        os.replace(staged, folder)
     return folder / "encoder"

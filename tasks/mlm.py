@@ -21,14 +21,13 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
 import torch
 
-from uda.io import atomic_write_text, cache_home, text_hash
+from uda.io import cache_home, staged_cache_folder, text_hash
 
 FORMAT = "uda-mlm/1"  # bump when the loop's fixed choices below change what a setting produces
 WEIGHT_DECAY = 0.01   # BERT's
@@ -158,13 +157,11 @@ def mlm_encoder(model_path: str, texts: Sequence[str], *, seed: int, max_length:
     if unexpected or any(not k.startswith("pooler.") for k in missing):
         raise RuntimeError(f"the masked-LM model of '{model_path}' does not match its base model "
                            f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
-    root.mkdir(parents=True, exist_ok=True)
     window = max(1, min(10, len(losses) // 2))
     record = {**settings, "losses": [round(x, 5) for x in losses],
               "loss_first": sum(losses[:window]) / window if losses else None,
               "loss_last": sum(losses[-window:]) / window if losses else None}
-    with tempfile.TemporaryDirectory(prefix=".mlm-", dir=root) as tmp:
-        staged = Path(tmp) / "out"
+    with staged_cache_folder(folder, record) as staged:
         encoder.save_pretrained(staged / "encoder")
         tokenizer.save_pretrained(staged / "encoder")
         if local:
@@ -174,12 +171,6 @@ def mlm_encoder(model_path: str, texts: Sequence[str], *, seed: int, max_length:
                     shutil.copy(src, staged / "encoder" / name)
                 elif _SENTENCE_MODULE_DIR.match(name) and src.is_dir():
                     shutil.copytree(src, staged / "encoder" / name)
-        atomic_write_text(staged / "settings.json", json.dumps(record, indent=2))
-        (staged / "DONE").write_text("", encoding="utf-8")
-        if not (folder / "DONE").is_file():  # else another process finished the same stage first
-            if folder.exists():  # an unfinished earlier attempt
-                shutil.rmtree(folder)
-            os.replace(staged, folder)
     summary = (f"loss {record['loss_first']:.3f} -> {record['loss_last']:.3f} (mean of the first and last "
                f"{window} step{'s' if window > 1 else ''})" if losses else "no step had a masked token")
     tqdm.write(f"MLM stage: trained {steps} steps on {len(texts)} texts, {summary}; encoder cached at "

@@ -218,3 +218,40 @@ def test_head_lr_puts_only_the_new_heads_in_their_own_groups(model_dir, tiny_tex
     run(tiny_config(model_dir, tiny_text_data, out, **{"train.head_lr": 1e-3, "train.max_steps": 2,
                                                       "train.eval_every": 2, "train.warmup_steps": 0}))
     assert (out / "results.json").is_file()
+
+
+def test_runs_after_a_contrastive_stage_keep_their_mixed_precision(model_dir, tiny_text_data, tmp_path, monkeypatch):
+    """SetFit's trainer (transformers' TrainingArguments) resets accelerate's process-wide state: the
+    run after the stage must still train in bf16, and further train() calls in the same process (a
+    sweep) must start as the first did, with another precision if they ask for one."""
+    from accelerate.state import AcceleratorState, PartialState
+
+    from uda.task import get_task
+    from uda.train import train
+
+    monkeypatch.setenv("UDA_CACHE", str(tmp_path / "cache"))  # empty: the stage trains
+    AcceleratorState._reset_state(reset_partial_state=True)
+    seen = []
+    original = torch.autocast.__init__
+
+    def spy(self, *args, **kwargs):  # the dtypes the loop and evaluation compute in
+        original(self, *args, **kwargs)
+        seen.append(self.fast_dtype if self._enabled else None)
+
+    monkeypatch.setattr(torch.autocast, "__init__", spy)
+    try:
+        cfg = tiny_config(model_dir, tiny_text_data, tmp_path / "bf16", **{
+            "model.contrastive_iterations": 1, "train.mixed_precision": "bf16", "train.max_steps": 2,
+            "train.eval_every": 2})
+        assert train(cfg, get_task(cfg.task))["mixed_precision"] == "bf16"
+        assert seen and set(seen) == {torch.bfloat16}
+        assert PartialState._shared_state == {}  # left as it was found
+        cfg = tiny_config(model_dir, tiny_text_data, tmp_path / "fp32", **{
+            "model.contrastive_iterations": 1, "model.contrastive_lr": 1e-5, "train.max_steps": 2,
+            "train.eval_every": 2})
+        assert train(cfg, get_task(cfg.task))["mixed_precision"] == "no"
+        cfg = tiny_config(model_dir, tiny_text_data, tmp_path / "bf16-again", **{
+            "train.mixed_precision": "bf16", "train.max_steps": 2, "train.eval_every": 2})
+        assert train(cfg, get_task(cfg.task))["mixed_precision"] == "bf16"
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)

@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -125,3 +126,25 @@ def atomic_write_text(path: str | os.PathLike, text: str, fsync: bool = True) ->
 
 def atomic_write_json(path: str | os.PathLike, obj: object, indent: Optional[int] = 2) -> None:
     atomic_write_text(path, json.dumps(obj, indent=indent))
+
+
+@contextmanager
+def staged_cache_folder(folder: str | os.PathLike, settings: dict) -> Iterator[Path]:
+    """Build a cache entry (an encoder a stage trained, say) in a temporary folder beside ``folder``,
+    then publish it in one rename, marked by a ``DONE`` file and recorded in ``settings.json``.
+    Yields the folder to write into; a temporary work folder is its sibling ``../work``. A reader
+    trusts only ``folder/DONE``: an unfinished earlier attempt at ``folder`` is replaced, and one
+    published meanwhile by another process is kept (the same key, the same content)."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{folder.name}-", dir=folder.parent) as tmp:
+        staged = Path(tmp) / "out"
+        staged.mkdir()
+        (Path(tmp) / "work").mkdir()
+        yield staged
+        atomic_write_json(staged / "settings.json", settings)
+        (staged / "DONE").write_text("", encoding="utf-8")
+        if not (folder / "DONE").is_file():
+            if folder.exists():
+                shutil.rmtree(folder)
+            os.replace(staged, folder)

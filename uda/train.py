@@ -21,10 +21,10 @@ import math
 import os
 import shutil
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 import torch
@@ -316,9 +316,10 @@ class Run:
 def train(cfg: Config, task: Any, clock: Callable[[], float] = time.monotonic) -> dict:
     """Train ``task`` with ``cfg``: setup, the loop, finish. Returns what results.json holds.
     ``clock`` (seconds) times the every-N-minutes checkpoints; a test passes a fake one."""
-    run = setup(cfg, task, clock)
-    fit(run)
-    return finish(run)
+    with kept_accelerate_state():  # a second train() in this process starts from the state the first found
+        run = setup(cfg, task, clock)
+        fit(run)
+        return finish(run)
 
 
 # ----------------------------------------------------------------------------- setup
@@ -326,6 +327,26 @@ def train(cfg: Config, task: Any, clock: Callable[[], float] = time.monotonic) -
 def _unknown_select_metric(cfg: Config, select_metric: str, choices: Any) -> ConfigError:
     return ConfigError(f"--eval.select_metric '{select_metric}' is not a dev metric of task '{cfg.task}'; "
                        f"choose one of: {', '.join(choices)}")
+
+
+@contextmanager
+def kept_accelerate_state() -> Iterator[None]:
+    """Give accelerate's process-wide state back as it was, whatever the block does to it.
+
+    accelerate keeps one state per process (device, processes, mixed precision), which every
+    Accelerator shares. transformers' TrainingArguments (which SetFit's trainer builds, in the
+    contrastive stage) resets it and sets up its own, so the run's Accelerator, made before the
+    stage, would train after it without its mixed precision. And a run's state, left behind, would
+    refuse the next run in the same process another precision (a sweep, a notebook)."""
+    from accelerate.state import AcceleratorState, GradientState, PartialState
+
+    kept = [(cls, dict(cls._shared_state)) for cls in (PartialState, AcceleratorState, GradientState)]
+    try:
+        yield
+    finally:
+        for cls, state in kept:  # in place: the Borg instances hold this very dict (see accelerate.state)
+            cls._shared_state.clear()
+            cls._shared_state.update(state)
 
 
 def _accelerator(cfg: Config) -> Any:
@@ -382,7 +403,11 @@ def setup(cfg: Config, task: Any, clock: Callable[[], float] = time.monotonic) -
         raise ConfigError(f"--uda.distribution_alignment needs a task whose consistency distribution is over classes; "
                           f"task '{cfg.task}' has none")
     set_seed(cfg.seed)  # the new head's initialisation does not depend on how much data loading drew
-    model = task.build_model(cfg)
+    with kept_accelerate_state():  # a stage before the run (contrastive, MLM) may set up accelerate its own way
+        model = task.build_model(cfg)
+    if accelerator.mixed_precision != cfg.train.mixed_precision:  # what trains is what the config says
+        raise RuntimeError(f"accelerate's mixed precision is '{accelerator.mixed_precision}' after the model was "
+                           f"built, not train.mixed_precision '{cfg.train.mixed_precision}'")
     optimizer = torch.optim.AdamW(param_groups(model, cfg.train.weight_decay, cfg.train.lr, cfg.train.head_lr),
                                   lr=cfg.train.lr)
     scheduler = get_linear_schedule_with_warmup(optimizer, cfg.train.warmup_steps, cfg.train.max_steps)
@@ -669,7 +694,7 @@ def finish(run: Run) -> dict:
         "total_seconds": round(time.time() - run.t_start, 1),
         "num_processes": acc.num_processes,
         "processes": processes,
-        "mixed_precision": cfg.train.mixed_precision,
+        "mixed_precision": acc.mixed_precision,  # accelerate's, as the run ends (setup checks it against the config)
         "nonfinite_skipped_steps": st.skipped,
         "resumed_at_steps": st.resumed_at,
         "data": run.data.info,
