@@ -212,10 +212,17 @@ class UnlabeledPool(SequenceABC):
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        i = range(len(self))[i]  # negative indices; IndexError past the end
-        ids, texts = self._id_text[self._source[i]]
-        r = int(self._row[i])
-        out = self._example(ids[r].as_py(), texts[r].as_py(), self._hidden[i])
+        return self.examples_at([i])[0]  # negative indices; IndexError past the end
+
+    def examples_at(self, positions: Sequence[int]) -> list[dict]:
+        """``[self[i] for i in positions]``, read together (a training step's batch): the pages the
+        reads mapped are given back once for the batch, not once per text."""
+        out = []
+        for i in positions:
+            i = range(len(self))[i]
+            ids, texts = self._id_text[self._source[i]]
+            r = int(self._row[i])
+            out.append(self._example(ids[r].as_py(), texts[r].as_py(), self._hidden[i]))
         self._release()
         return out
 

@@ -468,6 +468,7 @@ def test_unlabeled_pool_is_read_from_the_arrow_tables(tmp_path):
     assert items == [pool[i] for i in range(len(pool))] == pool[:] and pool[-1] == items[-1]
     assert {"id", "text"} <= set(items[0]) and any("hidden_label" in u for u in items)
     assert list(pool.texts()) == [u["text"] for u in items]
+    assert pool.examples_at([3, 0, -1]) == [items[3], items[0], items[-1]]  # a training step's batch
     assert pool.text_hashes().tobytes() == b"".join(text_hash(u["text"]) for u in items)
     with pytest.raises(IndexError):
         pool[len(pool)]
@@ -505,6 +506,7 @@ def test_reads_of_the_pool_give_back_the_mapped_pages(tmp_path):
     texts = pool.texts_at([5, 2999, 1500, 17])
     assert texts[1].startswith("unlabelled ") and _mapped_kib(".arrow") == 0
     assert pool[100]["text"].startswith("unlabelled 1") and _mapped_kib(".arrow") == 0
+    assert len(pool.examples_at(range(0, 3000, 7))) == 429 and _mapped_kib(".arrow") == 0
     pre = tmp_path / "pre.jsonl"
     write_precomputed(pre, texts, [[t.upper()] for t in texts])
     aug = PrecomputedAugmenter(pre)

@@ -472,6 +472,13 @@ def restore(run: Run, ckpt: Path) -> int:
 
 # ----------------------------------------------------------------------------- the loop
 
+def take(examples: Any, positions: Any) -> list:
+    """The examples at ``positions``: through the sequence's ``examples_at`` when it has one (a pool read
+    from disk reads a batch together), else one item at a time."""
+    at = getattr(examples, "examples_at", None)
+    return at(positions) if at is not None else [examples[i] for i in positions]
+
+
 def fit(run: Run) -> None:
     """The training loop, from the step the run is at to train.max_steps."""
     from tqdm.auto import tqdm
@@ -504,7 +511,7 @@ def fit(run: Run) -> None:
                 st.drawn["labeled"] += len(idx_l)
                 views, hidden = None, None
                 if use_uda:
-                    unl = [run.data.unlabeled[i] for i in next(run.unlabeled)]
+                    unl = take(run.data.unlabeled, next(run.unlabeled))
                     ori, aug = task.collate_unlabeled(unl)
                     views = (_to(ori, accelerator.device), _to(aug, accelerator.device))
                     st.drawn["unlabeled"] += len(unl)
