@@ -263,7 +263,7 @@ def counts(rows: list[dict], names: Optional[list]) -> dict:
 
 
 def run(args: argparse.Namespace) -> dict:
-    t_start = time.time()
+    t_start, cpu_start = time.time(), time.process_time()
     from uda.hub import OfflineError, resolve_model_path
 
     inputs = load_inputs(args)
@@ -318,6 +318,7 @@ def run(args: argparse.Namespace) -> dict:
         "test_eval_seconds": round(test_seconds, 1),
         "test_examples_per_sec": round(len(inputs["test"]) / max(test_seconds, 1e-9), 1),
         "total_seconds": round(time.time() - t_start, 1),
+        "cpu_seconds": round(time.process_time() - cpu_start, 1),  # all threads; as the trainer's results.json
         "seed": inputs["seed"],
         "setfit": {
             "model": inputs["model"], "model_path": model_path, "num_iterations": args.num_iterations,

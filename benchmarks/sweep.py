@@ -165,7 +165,8 @@ def collect(out: Path, task: str) -> list[dict]:
             continue
         rows.append({"run": res.parent.name, "method": method, "num_labeled": n_val, "seed": seed_val,
                      **{m: r["test"].get(m) for m, _ in spec.metrics}, "num_train": _num_train(r),
-                     "selected_step": r["selected_model"]["step"], "total_seconds": r.get("total_seconds")})
+                     "selected_step": r["selected_model"]["step"], "total_seconds": r.get("total_seconds"),
+                     "cpu_seconds": r.get("cpu_seconds")})
     return rows
 
 
@@ -186,9 +187,10 @@ def summarize(rows: list[dict], task: str) -> list[dict]:
             vals = [float(r[m]) * spec.scale for r in rs if r[m] is not None]
             if vals:
                 entry[f"{m}_mean"], entry[f"{m}_std"] = mean_std(vals)
-        secs = [float(r["total_seconds"]) for r in rs if r["total_seconds"] is not None]
-        if secs:
-            entry["total_seconds_mean"], entry["total_seconds_std"] = mean_std(secs)
+        for key in ("total_seconds", "cpu_seconds"):  # cpu: a run resumed from an older checkpoint has none
+            secs = [float(r[key]) for r in rs if r.get(key) is not None]
+            if secs:
+                entry[f"{key}_mean"], entry[f"{key}_std"] = mean_std(secs)
         table.append(entry)
     return table
 
@@ -196,7 +198,7 @@ def summarize(rows: list[dict], task: str) -> list[dict]:
 def write_summary(out: Path, rows: list[dict], table: list[dict], task: str) -> list[Path]:
     """summary.json / .csv / .md and the plots; returns the files written."""
     spec = TASKS[task]
-    keys = [m for m, _ in spec.metrics] + ["total_seconds"]
+    keys = [m for m, _ in spec.metrics] + ["total_seconds", "cpu_seconds"]
     (out / "summary.json").write_text(json.dumps(
         {"task": task, "units": f"table metrics in percent (results.json test value x {spec.scale:g}); runs: the raw "
                                 f"results.json values", "runs": rows, "table": table}, indent=2), encoding="utf-8")
@@ -206,12 +208,12 @@ def write_summary(out: Path, rows: list[dict], table: list[dict], task: str) -> 
         w.writeheader()
         for t in table:
             w.writerow({c: t.get(c) for c in cols})
-    heads = [h for _, h in spec.metrics] + ["time (s)"]
+    heads = [h for _, h in spec.metrics] + ["time (s)", "CPU (s)"]
     lines = ["| N | method | seeds | " + " | ".join(heads) + " |", "|---" * (3 + len(heads)) + "|"]
     for t in table:
         cells = []
         for m in keys:
-            digits = 0 if m == "total_seconds" else 1
+            digits = 0 if m.endswith("_seconds") else 1
             if f"{m}_mean" not in t:
                 cells.append("-")
             elif t["seeds"] < 2:  # one seed has no spread: print the value alone, not "± 0"

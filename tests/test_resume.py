@@ -68,6 +68,8 @@ def test_resumed_run_equals_uninterrupted_run(model_dir, tiny_text_data, tmp_pat
     assert [line["step"] for line in training_lines(broken)] == [1, 2, 3, 4, 5]
     results = run(tiny_config(model_dir, tiny_text_data, broken, **_options()))  # auto-resume
     assert results["resumed_at_steps"] == [4]
+    # the CPU time of the loop adds up over the attempts (the first one's is in its checkpoint)
+    assert results["cpu_seconds"] > 0
 
     # the same logged losses (and every other training scalar), each step once
     a, b = training_lines(straight), training_lines(broken)

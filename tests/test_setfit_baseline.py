@@ -92,7 +92,7 @@ def test_from_id_files_writes_results(tiny_encoder, data, tmp_path, capsys):
     assert res["seed"] == 3 and res["setfit"]["num_iterations"] == 2 and res["setfit"]["max_length"] == 32
     # 8 examples x 2 iterations x 2 pairs = 32 pairs, batch 16: 2 steps
     assert res["setfit"]["train_steps"] == res["selected_model"]["step"] == 2
-    for key in ("train_seconds", "test_eval_seconds", "total_seconds"):
+    for key in ("train_seconds", "test_eval_seconds", "total_seconds", "cpu_seconds"):
         assert res[key] >= 0
     assert res["task"] == "text_classification" and "test accuracy" in log
 

@@ -66,7 +66,7 @@ def test_quick_imdb_sweep_summary_plots_and_resume(tiny_model_dir, tiny_text_dat
     ceiling = next(t for t in summary["table"] if t["method"] == "ceiling")
     assert ceiling["num_train"] == 200 - 16  # every labelled review but the (quick) dev ones
     for t in summary["table"]:
-        assert {"accuracy_mean", "accuracy_std", "macro_f1_mean", "total_seconds_mean"} <= set(t)
+        assert {"accuracy_mean", "accuracy_std", "macro_f1_mean", "total_seconds_mean", "cpu_seconds_mean"} <= set(t)
         assert 0 <= t["accuracy_mean"] <= 100
     assert len(summary["runs"]) == 14 and all(r["accuracy"] is not None for r in summary["runs"])
     md = (out / "summary.md").read_text()

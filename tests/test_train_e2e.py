@@ -49,6 +49,7 @@ def test_train_uda_end_to_end(tiny_model_dir, tiny_text_data, tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert results["test"]["num_examples"] == 60
     assert results["selected_model"]["by"] == "dev/accuracy"
+    assert results["cpu_seconds"] > 0
     from tasks.text_classification import TextClassificationTask
 
     assert set(TextClassificationTask.selectable_metrics) <= set(results["dev_history"][0])

@@ -278,6 +278,10 @@ class LoopState:
     window_examples: int = 0
     drawn: dict = field(default_factory=lambda: {"labeled": 0, "unlabeled": 0})  # examples this process trained on
     train_seconds_before: float = 0.0  # training time of the runs this one continues
+    # their CPU time (all threads, setup to their last checkpoint): on one thread, about the wall time
+    # the run would take alone on a core, whatever else the machine runs; None: continued from a
+    # checkpoint written without it
+    cpu_seconds_before: Optional[float] = 0.0
     resumed_at: list = field(default_factory=list)
     # running mean of the predicted class distribution on unlabelled batches (distribution alignment)
     class_ema: Optional[torch.Tensor] = None
@@ -302,6 +306,7 @@ class Run:
     select_metric: str
     state: LoopState
     t_start: float
+    cpu_start: float  # time.process_time() at setup
     restore_rng: Optional[dict] = None  # this process's RNG and task state, restored just before the loop
     # pointer -> dev metric of each checkpoint ranking (None: one, "best" by select_metric; see
     # checkpoint.rankings_for and a task's optional ``rank_metrics``)
@@ -377,7 +382,7 @@ def setup(cfg: Config, task: Any, clock: Callable[[], float] = time.monotonic) -
     known = getattr(task, "selectable_metrics", None)  # checked now; a task without the list, at the first eval
     if known is not None and select_metric not in known:
         raise _unknown_select_metric(cfg, select_metric, known)
-    t_start = time.time()
+    t_start, cpu_start = time.time(), time.process_time()
     accelerator = _accelerator(cfg)
     main = accelerator.is_main_process
     run_dir, resume_from = prepare_run_dir(cfg)
@@ -425,7 +430,7 @@ def setup(cfg: Config, task: Any, clock: Callable[[], float] = time.monotonic) -
         # starts at the labelled prior, so the first weights are 1
         state.class_ema = task.class_prior.clone().float()
     run = Run(cfg, task, accelerator, model, accelerator.unwrap_model(model), optimizer, scheduler, data,
-              labeled, unlabeled, None, run_dir, select_metric, state, t_start,  # type: ignore[arg-type]
+              labeled, unlabeled, None, run_dir, select_metric, state, t_start, cpu_start,  # type: ignore[arg-type]
               rankings=checkpoint.rankings_for(select_metric, getattr(task, "rank_metrics", None)), clock=clock)
     keep_lines = restore(run, resume_from) if resume_from is not None else None
     run.logger = MetricsLogger(run_dir, cfg.report_to == "tensorboard", main,
@@ -451,6 +456,7 @@ def restore(run: Run, ckpt: Path) -> int:
     st.step, st.dev_history, st.skipped = saved["step"], loop["dev_history"], loop["skipped"]
     st.window, st.window_steps, st.window_examples = loop["window"], loop["window_steps"], loop["window_examples"]
     st.train_seconds_before, st.resumed_at = loop["train_seconds"], loop["resumed_at"] + [saved["step"]]
+    st.cpu_seconds_before = loop.get("cpu_seconds")  # absent in checkpoints of before 2026-12-02
     if st.class_ema is not None:
         st.class_ema = torch.tensor(loop["class_ema"], dtype=torch.float32)
     processes = saved["processes"]
@@ -585,6 +591,12 @@ def fit(run: Run) -> None:
     st.train_seconds_before += time.time() - t_loop  # now the training time of the whole run
 
 
+def cpu_seconds(run: Run) -> Optional[float]:
+    """CPU seconds of the run so far: the attempts before this one, and this process since setup."""
+    before = run.state.cpu_seconds_before
+    return None if before is None else before + time.process_time() - run.cpu_start
+
+
 def _minutes_due(run: Run, last_save: float) -> bool:
     """checkpoint.every_minutes have passed since the last save. Every process must decide alike (a
     save gathers from all of them), so the main process's clock decides for all."""
@@ -656,7 +668,7 @@ def save_checkpoint(run: Run, step: int, metric: Optional[float], train_seconds:
         "processes": processes,
         "loop": {"dev_history": st.dev_history, "skipped": st.skipped, "window": st.window,
                  "window_steps": st.window_steps, "window_examples": st.window_examples,
-                 "train_seconds": train_seconds, "resumed_at": st.resumed_at,
+                 "train_seconds": train_seconds, "cpu_seconds": cpu_seconds(run), "resumed_at": st.resumed_at,
                  "class_ema": st.class_ema.tolist() if st.class_ema is not None else None},
         "metrics_lines": run.logger.lines,
     }
@@ -699,6 +711,9 @@ def finish(run: Run) -> dict:
         "test": test_metrics,
         "train_seconds": round(st.train_seconds_before, 1),
         "total_seconds": round(time.time() - run.t_start, 1),
+        # CPU seconds, all threads, setup to here over every attempt (None: resumed from a checkpoint
+        # without the count); on one thread about the wall time of the run alone on a core
+        "cpu_seconds": None if cpu_seconds(run) is None else round(cpu_seconds(run), 1),
         "num_processes": acc.num_processes,
         "processes": processes,
         "mixed_precision": acc.mixed_precision,  # accelerate's, as the run ends (setup checks it against the config)
