@@ -89,3 +89,36 @@ def test_train_uda_passages_end_to_end(tiny_qa_model_dir, tiny_squad_file, tmp_p
     preds_again = [json.loads(line) for line in (again / "predictions_test.jsonl").read_text().splitlines()]
     assert [p["id"] for p in preds_again] == [p["id"] for p in preds]
     assert not (again / "data").exists()  # a reader file is read as it is
+
+
+def test_passages_baselines_read_the_runs_questions(tiny_qa_model_dir, tiny_squad_file, tmp_path):  # noqa: F811
+    """benchmarks/passages_baselines.py: BM25's first passage read by a squad_v2 reader, and answer-nothing,
+    on the passages run's test questions; a reader that trained on the run's test articles is refused."""
+    from tests.test_qa_e2e import tiny_qa_args
+
+    passages = tmp_path / "passages"
+    run(tiny_args(tiny_qa_model_dir, tiny_squad_file, passages) + ["--uda.lambda_u", "0"])
+    reader = tmp_path / "reader"
+    run(["--task", "squad_v2", *tiny_qa_args(tiny_qa_model_dir, tiny_squad_file), "--train.max_steps", "3",
+         "--uda.lambda_u", "0", "--report_to", "none", "--output_dir", str(reader)])
+    env = dict(os.environ, HF_HUB_OFFLINE="1", UDA_DATA_PATH="", OMP_NUM_THREADS="1")
+    script = [sys.executable, str(REPO / "benchmarks" / "passages_baselines.py")]
+    out = tmp_path / "baselines"
+    subprocess.run([*script, "--run", str(passages), "--reader", str(reader), "--out", str(out)], check=True,
+                   capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    res = json.loads((out / "results.json").read_text())
+    assert res["questions"]["test"] == 36
+    own = json.loads((passages / "results.json").read_text())["test"]
+    assert res["passages_reader"]["f1"] == own["f1"]
+    share = 100.0 * (36 - res["test_answerable"]) / 36  # answer-nothing scores the unanswerable share
+    assert abs(res["answer_nothing"]["f1"] - share) < 1e-9 and res["answer_nothing"]["HasAns_f1"] == 0
+    top1 = res["bm25_top1_single_passage_reader"]
+    assert {"exact", "f1", "HasAns_f1", "NoAns_f1", "HasAns_span_f1", "null_threshold"} <= set(top1)
+
+    leaky = tmp_path / "leaky"  # trained on what the passages run holds out (another article split)
+    run(["--task", "squad_v2", *tiny_qa_args(tiny_qa_model_dir, tiny_squad_file), "--qa.test_articles", "1",
+         "--qa.labeled_articles", "3", "--train.max_steps", "1", "--train.eval_every", "1", "--uda.lambda_u", "0",
+         "--report_to", "none", "--output_dir", str(leaky)])
+    proc = subprocess.run([*script, "--run", str(passages), "--reader", str(leaky)], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=600)
+    assert proc.returncode != 0 and "trained on" in proc.stderr and "--qa.test_articles" in proc.stderr

@@ -1,0 +1,136 @@
+#!/usr/bin/env python
+"""The two baselines of the multi-passage reader, on the very questions of one of its runs:
+
+* **BM25 top-1 + single-passage reader**: each question's first retrieved passage, read by a reader
+  trained with ``--task squad_v2`` (span head, answerability head, the no-answer decision of
+  tasks/qa_postprocess.py), its no-answer threshold fitted on the run's dev questions read the same
+  way, then applied to test;
+* **answer-nothing**: "" for every question.
+
+Both are scored with the project's official SQuAD 2.0 metric code (EM/F1, HasAns/NoAns), beside
+the reader's own test scores from the run's ``results.json``.
+
+    python benchmarks/passages_baselines.py --run PASSAGES_RUN --reader SQUAD_V2_RUN [--out DIR]
+        [--batch 64] [--precision bf16]
+
+PASSAGES_RUN: a finished ``--task passages`` run folder (its ``config.yaml`` gives the data, the
+retrieval settings and the article split, so the questions are the same); SQUAD_V2_RUN: a finished
+``--task squad_v2`` run folder (its ``model/`` and the windowing and no-answer settings of its
+``config.yaml``). The reader must not have trained on the run's dev or test articles: the two
+runs' ``data_info.json`` article lists are compared first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import tasks  # noqa: E402,F401 (registers the built-in tasks)
+from tasks.squad_metric import squad_v2_metrics  # noqa: E402
+from uda.config import build_config  # noqa: E402
+
+_METRICS = ("exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "HasAns_span_f1",
+            "answerability_accuracy", "answerability_auc", "null_threshold")
+
+
+def top1_examples(records: list[dict]) -> list[dict]:
+    """Single-passage QA examples: each passage record's question with its first retrieved passage as
+    the context, and the question's gold answers (scored as text, wherever the answer was found)."""
+    out = []
+    for r in records:
+        if not r["ctxs"]:
+            raise ValueError(f"question '{r['id']}' has no retrieved passage")
+        top = r["ctxs"][0]
+        out.append({"id": r["id"], "title": top.get("title", ""), "question": r["question"], "context": top["text"],
+                    "answers": [{"text": a} for a in r["answers"]], "is_impossible": not r["answers"]})
+    return out
+
+
+def answer_nothing(records: list[dict]) -> dict[str, float]:
+    gold = {r["id"]: list(r["answers"]) for r in records}
+    m = squad_v2_metrics(gold, {q: "" for q in gold})
+    return {k: float(m[k]) for k in ("exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1",
+                                     "total") if k in m}
+
+
+def held_out_articles(run: Path, reader: Path) -> None:
+    """Exit with an error when the reader trained on an article the passages run holds out."""
+    def articles(folder: Path) -> dict:
+        info = folder / "data_info.json"
+        if not info.is_file():
+            sys.exit(f"error: '{folder}' has no data_info.json: pass a finished run folder")
+        return json.loads(info.read_text(encoding="utf-8"))["articles"]
+
+    held, trained = articles(run), articles(reader)
+    seen = set(trained.get("labeled_pool", [])) | set(trained.get("unlabeled_pool", []))
+    leaked = sorted(seen & (set(held.get("test", [])) | set(held.get("dev", []))))
+    if leaked:
+        sys.exit(f"error: the reader '{reader}' trained on {len(leaked)} of the dev/test articles of '{run}' "
+                 f"(the first: {leaked[:3]}); train it with the same --qa.test_articles and --qa.dev_articles")
+
+
+def main() -> None:
+    from accelerate import Accelerator
+    from transformers import AutoTokenizer
+
+    from tasks.passages import PassagesTask
+    from tasks.qa import QATask
+    from tasks.qa_model import load_qa_model
+    from uda.train import kept_accelerate_state
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--run", required=True, help="a finished --task passages run folder")
+    ap.add_argument("--reader", required=True, help="a finished --task squad_v2 run folder (its model/)")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--precision", default="bf16", choices=["no", "bf16"])
+    ap.add_argument("--out", default=None, help="folder for results.json (default: print only)")
+    args = ap.parse_args()
+    run, reader = Path(args.run), Path(args.reader)
+    for folder, need in ((run, "config.yaml"), (reader, "config.yaml"), (reader, "model")):
+        if not (folder / need).exists():
+            sys.exit(f"error: '{folder}' has no {need}: pass a finished run folder")
+    held_out_articles(run, reader)
+    t0 = time.time()
+    pcfg = build_config("passages", str(run / "config.yaml"), {"output_dir": str(run)})
+    passages = PassagesTask()  # run_dir stays None: the run's built retrieval file is not rewritten
+    data = passages.setup(pcfg)
+    dev, test = list(data.dev), list(data.test)
+
+    qcfg = build_config("squad_v2", str(reader / "config.yaml"), {"output_dir": str(reader)})
+    qa = QATask()
+    qa.qa, qa.max_length = qcfg.qa, qcfg.model.max_length
+    model = load_qa_model(reader / "model", trust_remote_code=qcfg.model.trust_remote_code)
+    qa.tokenizer = AutoTokenizer.from_pretrained(str(reader / "model"),
+                                                 trust_remote_code=qcfg.model.trust_remote_code)
+    qa.tokenizer.padding_side = "right"
+    qa.dev_examples = top1_examples(dev)
+    model.eval()
+    with kept_accelerate_state():
+        acc = Accelerator(mixed_precision=args.precision)
+        top1 = qa.evaluate(model, top1_examples(test), acc, args.batch, "test")
+    results = {
+        "run": str(run), "reader": str(reader), "questions": {"dev": len(dev), "test": len(test)},
+        "test_answerable": sum(bool(r["answers"]) for r in test),
+        "bm25_top1_single_passage_reader": {k: top1[k] for k in _METRICS if k in top1},
+        "answer_nothing": answer_nothing(test),
+        "seconds": round(time.time() - t0, 1),
+    }
+    own = run / "results.json"
+    if own.is_file():
+        r = json.loads(own.read_text(encoding="utf-8"))
+        results["passages_reader"] = {k: v for k, v in r.get("test", {}).items()}
+    print(json.dumps(results, indent=2))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
+        print(f"wrote {out / 'results.json'}")
+
+
+if __name__ == "__main__":
+    main()
