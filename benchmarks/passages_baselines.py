@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import tasks  # noqa: E402,F401 (registers the built-in tasks)
 from tasks.squad_metric import squad_v2_metrics  # noqa: E402
 from uda.config import build_config  # noqa: E402
+from uda.io import atomic_write_json  # noqa: E402
 
 _METRICS = ("exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "HasAns_span_f1",
             "answerability_accuracy", "answerability_auc", "null_threshold")
@@ -126,10 +127,8 @@ def main() -> None:
         results["passages_reader"] = {k: v for k, v in r.get("test", {}).items()}
     print(json.dumps(results, indent=2))
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
-        print(f"wrote {out / 'results.json'}")
+        atomic_write_json(Path(args.out) / "results.json", results)
+        print(f"wrote {Path(args.out) / 'results.json'}")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from tasks.qa import QATask, model_inputs  # noqa: E402
 from tasks.qa_data import collate_features  # noqa: E402
 from tasks.qa_model import build_qa_model, load_qa_model  # noqa: E402
 from uda.config import build_config  # noqa: E402
+from uda.io import atomic_write_json  # noqa: E402
 
 
 def states(task: QATask, model: torch.nn.Module, feats: list, idx: list, batch: int = 32) -> tuple:
@@ -104,10 +105,8 @@ def main() -> None:
         results["models"][name] = r
         print(name, json.dumps(r), flush=True)
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
-        print(f"wrote {out / 'results.json'}")
+        atomic_write_json(Path(args.out) / "results.json", results)
+        print(f"wrote {Path(args.out) / 'results.json'}")
 
 
 if __name__ == "__main__":
