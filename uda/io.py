@@ -1,4 +1,4 @@
-"""Reading and writing files: the project's one json-lines reader and one atomic-write helper.
+"""Reading and writing files: the project's one json-lines reader and its atomic writes (a file; a cache folder).
 
 Written here rather than taken from a library because what matters is the error: every bad line
 names its file and line number, and a reader can choose to skip such lines (and count them) when
