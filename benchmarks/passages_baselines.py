@@ -124,7 +124,7 @@ def main() -> None:
     own = run / "results.json"
     if own.is_file():
         r = json.loads(own.read_text(encoding="utf-8"))
-        results["passages_reader"] = {k: v for k, v in r.get("test", {}).items()}
+        results["passages_reader"] = r.get("test", {})
     print(json.dumps(results, indent=2))
     if args.out:
         atomic_write_json(Path(args.out) / "results.json", results)

@@ -211,7 +211,7 @@ class UnlabeledPool(SequenceABC):
 
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
+            return self.examples_at(range(*i.indices(len(self))))
         return self.examples_at([i])[0]  # negative indices; IndexError past the end
 
     def examples_at(self, positions: Sequence[int]) -> list[dict]:
