@@ -77,11 +77,8 @@ def held_out_articles(run: Path, reader: Path) -> None:
 
 def main() -> None:
     from accelerate import Accelerator
-    from transformers import AutoTokenizer
-
     from tasks.passages import PassagesTask
     from tasks.qa import QATask
-    from tasks.qa_model import load_qa_model
     from uda.train import kept_accelerate_state
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -102,13 +99,7 @@ def main() -> None:
     data = passages.setup(pcfg)
     dev, test = list(data.dev), list(data.test)
 
-    qcfg = build_config("squad_v2", str(reader / "config.yaml"), {"output_dir": str(reader)})
-    qa = QATask()
-    qa.qa, qa.max_length = qcfg.qa, qcfg.model.max_length
-    model = load_qa_model(reader / "model", trust_remote_code=qcfg.model.trust_remote_code)
-    qa.tokenizer = AutoTokenizer.from_pretrained(str(reader / "model"),
-                                                 trust_remote_code=qcfg.model.trust_remote_code)
-    qa.tokenizer.padding_side = "right"
+    qa, model = QATask.from_run(reader)
     qa.dev_examples = top1_examples(dev)
     model.eval()
     with kept_accelerate_state():

@@ -177,6 +177,30 @@ class QATask:
         self.dev_examples: list[dict] = []
         self._features: dict[str, list[dict]] = {}
 
+    @classmethod
+    def from_run(cls, run: str | Path) -> tuple["QATask", torch.nn.Module]:
+        """The task and the trained reader of a finished ``--task squad_v2`` run folder (its
+        ``config.yaml`` and ``model/``), ready to :meth:`predict` or :meth:`evaluate` other examples
+        with the run's windowing and no-answer settings; no data is read. Set ``dev_examples`` to fit
+        the no-answer threshold on them in ``evaluate``."""
+        from transformers import AutoTokenizer
+
+        from tasks.qa_model import load_qa_model
+        from uda.config import build_config
+
+        run = Path(run)
+        for need in ("config.yaml", "model"):
+            if not (run / need).exists():
+                raise FileNotFoundError(f"'{run}' has no {need}: pass a finished --task squad_v2 run folder")
+        cfg = build_config("squad_v2", str(run / "config.yaml"), {"output_dir": str(run)})
+        task = cls()
+        task.qa, task.max_length = cfg.qa, cfg.model.max_length
+        task.trust_remote_code, task.dropout = cfg.model.trust_remote_code, cfg.model.dropout
+        task.model_path = str(run / "model")
+        task.tokenizer = AutoTokenizer.from_pretrained(task.model_path, trust_remote_code=task.trust_remote_code)
+        task.tokenizer.padding_side = "right"
+        return task, load_qa_model(run / "model", trust_remote_code=task.trust_remote_code)
+
     # ------------------------------------------------------------------ setup
     def setup(self, cfg: Any) -> TaskData:
         from transformers import AutoTokenizer
