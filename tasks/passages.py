@@ -47,6 +47,7 @@ from tasks.passages_data import answer_occurrences, encode_pairs, first_segment_
 from tasks.passages_model import build_passage_reader
 from tasks.passages_postprocess import KS, final_answer, prediction_record, question_prediction, reader_metrics
 from tasks.qa import align_span_logits, consistency_views
+from tasks.qa_data import require_unlabeled
 from tasks.qa_postprocess import fit_null_threshold
 from tasks.retrieval import recall_at_k
 from tasks.squad_metric import squad_v2_metrics
@@ -175,6 +176,7 @@ class PassagesTask:
         train = [r for r in split["train"] if trainable(r, self.p.train_top_k)]
         self.dev_records = split["dev"]
         needs_unlabeled = cfg.uda.lambda_u > 0
+        require_unlabeled(split["unlabeled"], cfg.uda.lambda_u, "passages")
         if needs_unlabeled:
             self.augmenter = build_augmenter(cfg.augment, [u["question"] for u in split["unlabeled"]])
         info = {"source": source, "retrieval": retrieval, **split["info"],

@@ -32,7 +32,8 @@ import torch.nn.functional as F
 
 from augment.build import build_augmenter
 from tasks.qa_config import QAConfig
-from tasks.qa_data import build_features, clip_questions, collate_features, describe_features, split_for_config
+from tasks.qa_data import (build_features, clip_questions, collate_features, describe_features, require_unlabeled,
+                           split_for_config)
 from tasks.qa_model import build_qa_model
 from tasks.qa_postprocess import decide, fit_null_threshold, postprocess
 from tasks.squad_metric import raw_scores, roc_auc, squad_v2_metrics
@@ -222,6 +223,7 @@ class QATask:
         train_features = self._build(split["train"], with_labels=True)
         self.dev_examples = split["dev"]
         needs_unlabeled = cfg.uda.lambda_u > 0
+        require_unlabeled(split["unlabeled"], cfg.uda.lambda_u, "qa")
         if needs_unlabeled:
             self.augmenter = build_augmenter(cfg.augment, [u["question"] for u in split["unlabeled"]])
         info = {"source": source, **split["info"], "train_features": describe_features(train_features)}

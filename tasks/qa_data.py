@@ -206,12 +206,13 @@ def few_label_split(examples: Sequence[dict], *, num_labeled: int, dev_size: int
     test = blocks["test"]
     if max_test is not None and max_test < len(test):
         test = stratified_sample(test, max_test, np.random.default_rng([seed, 2]))
-    train_ids = {e["id"] for e in train}
     unlabeled = [{"id": e["id"], "question": e["question"], "context": e["context"]} for e in blocks["unlabeled_pool"]]
     from_pool = 0
     if unlabeled_from_train:
-        extra = [{"id": e["id"], "question": e["question"], "context": e["context"]} for e in pool
-                 if e["id"] not in train_ids]
+        # every question of the labelled pool, the labelled ones included (labels dropped), as the
+        # reference UDA's pool holds the IMDB train reviews beside the unsup ones (and as the text tasks do):
+        # with --data.num_labeled 0 the consistency loss still has the training questions to act on
+        extra = [{"id": e["id"], "question": e["question"], "context": e["context"]} for e in pool]
         from_pool = len(extra)
         unlabeled += extra
     before_cap = len(unlabeled)
@@ -234,6 +235,16 @@ def few_label_split(examples: Sequence[dict], *, num_labeled: int, dev_size: int
         "seed": seed,
     }
     return {"train": train, "dev": dev, "test": test, "unlabeled": unlabeled, "info": info}
+
+
+def require_unlabeled(unlabeled: Sequence[dict], lambda_u: float, section: str) -> None:
+    """A clear error when the consistency loss is on but the split left no unlabelled question."""
+    if lambda_u > 0 and not unlabeled:
+        raise DataError(f"uda.lambda_u={lambda_u} needs unlabelled questions, but the split leaves none: "
+                        f"--{section}.labeled_articles takes every article that is not test or dev, and "
+                        f"--data.unlabeled_from_train is false. Set --data.unlabeled_from_train true (the labelled "
+                        f"pool's questions without their labels), lower --{section}.labeled_articles, or train "
+                        f"supervised only with --uda.lambda_u 0")
 
 
 # ----------------------------------------------------------------------------- features

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from tasks.qa_data import (article_order, build_features, collate_features, few_label_split, load_squad_examples,
-                           load_squad_file, split_by_article, stratified_sample, validate_examples)
+                           load_squad_file, require_unlabeled, split_by_article, stratified_sample, validate_examples)
 from uda.data import DataError
 from tests.conftest import require_resource, shared_data_dir
 from tests.qa_fixtures import make_squad, tiny_qa_model_dir, tiny_squad_file  # noqa: F401 (fixtures)
@@ -99,12 +99,28 @@ def test_few_label_split_counts_and_seeds(tmp_path):
     assert len(a["dev"]) == 8 and len(a["test"]) == 2 * 3 * 6
     train_ids = {e["id"] for e in a["train"]}
     unl_ids = {u["id"] for u in a["unlabeled"]}
-    assert not train_ids & unl_ids
+    assert train_ids <= unl_ids  # the labelled questions join the pool without labels, as in the reference
     assert not unl_ids & {e["id"] for e in a["test"] + a["dev"]}
-    assert a["info"]["counts"]["unlabeled"] == 18 + (36 - 10)  # unlabelled article + the pool's rest
+    assert a["info"]["counts"]["unlabeled"] == 18 + 36  # unlabelled article + the whole labelled pool
+    assert a["info"]["counts"]["unlabeled_from_labeled_pool"] == 36
+    without = few_label_split(ex, seed=0, **{**kw, "unlabeled_from_train": False})
+    assert len(without["unlabeled"]) == 18  # the unlabelled article only
     assert "answers" not in a["unlabeled"][0]
     with pytest.raises(DataError, match="num_labeled"):
         few_label_split(ex, seed=0, **{**kw, "num_labeled": 100})
+
+
+def test_every_question_labelled_still_leaves_uda_its_pool_and_an_empty_pool_is_a_clear_error(tmp_path):
+    ex = load_squad_file_from(tmp_path, make_squad(5, 3))  # 2 test, 1 dev, 2 labelled-pool articles: none left
+    kw = dict(num_labeled=0, dev_size=0, test_articles=2, dev_articles=1, labeled_articles=2, max_unlabeled=None,
+              max_test=None, seed=0)
+    split = few_label_split(ex, unlabeled_from_train=True, **kw)
+    assert {u["id"] for u in split["unlabeled"]} == {e["id"] for e in split["train"]}
+    require_unlabeled(split["unlabeled"], 1.0, "qa")
+    empty = few_label_split(ex, unlabeled_from_train=False, **kw)["unlabeled"]
+    require_unlabeled(empty, 0.0, "qa")  # supervised only: nothing needed
+    with pytest.raises(DataError, match="--qa.labeled_articles.*--data.unlabeled_from_train true.*--uda.lambda_u 0"):
+        require_unlabeled(empty, 1.0, "qa")
 
 
 def test_stratified_sample_when_one_kind_is_short():

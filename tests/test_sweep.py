@@ -195,8 +195,8 @@ def test_num_labeled_zero_means_all_labelled(tiny_text_data):
     split = few_label_split(ex, num_labeled=0, **kw)
     labelled = [e for e in ex if e["id"] in {t["id"] for t in split["train"]}]
     assert len(split["train"]) == split["info"]["counts"]["labeled_pool"]["questions"] == len(labelled) > 0
-    assert split["info"]["counts"]["unlabeled"] == len(ex) - len(split["train"]) - len(split["dev"]) - len(
-        split["test"])
+    # every question that is neither test nor dev, the labelled ones included (labels dropped)
+    assert split["info"]["counts"]["unlabeled"] == len(ex) - len(split["dev"]) - len(split["test"])
 
 
 def test_augment_strength_measure_golden():
