@@ -31,8 +31,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tasks  # noqa: E402,F401 (registers the built-in tasks)
+from tasks.qa_data import start_held_out  # noqa: E402
 from tasks.squad_metric import squad_v2_metrics  # noqa: E402
 from uda.config import build_config  # noqa: E402
+from uda.data import DataError  # noqa: E402
 from uda.io import atomic_write_json  # noqa: E402
 
 _METRICS = ("exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "HasAns_span_f1",
@@ -59,24 +61,9 @@ def answer_nothing(records: list[dict]) -> dict[str, float]:
                                      "total") if k in m}
 
 
-def held_out_articles(run: Path, reader: Path) -> None:
-    """Exit with an error when the reader trained on an article the passages run holds out."""
-    def articles(folder: Path) -> dict:
-        info = folder / "data_info.json"
-        if not info.is_file():
-            sys.exit(f"error: '{folder}' has no data_info.json: pass a finished run folder")
-        return json.loads(info.read_text(encoding="utf-8"))["articles"]
-
-    held, trained = articles(run), articles(reader)
-    seen = set(trained.get("labeled_pool", [])) | set(trained.get("unlabeled_pool", []))
-    leaked = sorted(seen & (set(held.get("test", [])) | set(held.get("dev", []))))
-    if leaked:
-        sys.exit(f"error: the reader '{reader}' trained on {len(leaked)} of the dev/test articles of '{run}' "
-                 f"(the first: {leaked[:3]}); train it with the same --qa.test_articles and --qa.dev_articles")
-
-
 def main() -> None:
     from accelerate import Accelerator
+
     from tasks.passages import PassagesTask
     from tasks.qa import QATask
     from uda.train import kept_accelerate_state
@@ -89,10 +76,13 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="folder for results.json (default: print only)")
     args = ap.parse_args()
     run, reader = Path(args.run), Path(args.reader)
-    for folder, need in ((run, "config.yaml"), (reader, "config.yaml"), (reader, "model")):
+    for folder, need in ((run, "config.yaml"), (run, "data_info.json"), (reader, "config.yaml"), (reader, "model")):
         if not (folder / need).exists():
             sys.exit(f"error: '{folder}' has no {need}: pass a finished run folder")
-    held_out_articles(run, reader)
+    try:  # the reader must not have trained on the run's dev or test articles
+        start_held_out(reader / "model", json.loads((run / "data_info.json").read_text(encoding="utf-8"))["articles"])
+    except DataError as e:
+        sys.exit(f"error: {e}")
     t0 = time.time()
     pcfg = build_config("passages", str(run / "config.yaml"), {"output_dir": str(run)})
     passages = PassagesTask()  # run_dir stays None: the run's built retrieval file is not rewritten

@@ -47,7 +47,7 @@ from tasks.passages_data import answer_occurrences, encode_pairs, first_segment_
 from tasks.passages_model import build_passage_reader
 from tasks.passages_postprocess import KS, final_answer, prediction_record, question_prediction, reader_metrics
 from tasks.qa import align_span_logits, consistency_views
-from tasks.qa_data import require_unlabeled
+from tasks.qa_data import require_unlabeled, start_held_out
 from tasks.qa_postprocess import fit_null_threshold
 from tasks.retrieval import recall_at_k
 from tasks.squad_metric import squad_v2_metrics
@@ -168,6 +168,7 @@ class PassagesTask:
         tqdm.write("retrieval recall on the test articles (answerable questions: {:.0f}): ".format(rt["answerable"])
                    + ", ".join(f"{k} {v:.3f}" for k, v in rt.items() if k.startswith("recall")))
         self.model_path = resolve_model_path(cfg.model.name_or_path)
+        start_held_out(self.model_path, split["info"]["articles"])
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, trust_remote_code=cfg.model.trust_remote_code)
         self.tokenizer.padding_side = "right"
         self.tsa_num_classes = self.p.span_tsa_num_classes

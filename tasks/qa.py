@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from augment.build import build_augmenter
 from tasks.qa_config import QAConfig
 from tasks.qa_data import (build_features, clip_questions, collate_features, describe_features, require_unlabeled,
-                           split_for_config)
+                           split_for_config, start_held_out)
 from tasks.qa_model import build_qa_model
 from tasks.qa_postprocess import decide, fit_null_threshold, postprocess
 from tasks.squad_metric import raw_scores, roc_auc, squad_v2_metrics
@@ -214,6 +214,7 @@ class QATask:
                               f"that consecutive windows advance")
         split, source = split_for_config(cfg)
         self.model_path = resolve_model_path(cfg.model.name_or_path)
+        start_held_out(self.model_path, split["info"]["articles"])
         self.trust_remote_code = cfg.model.trust_remote_code
         self.dropout = cfg.model.dropout
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, trust_remote_code=self.trust_remote_code)

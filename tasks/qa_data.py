@@ -247,6 +247,24 @@ def require_unlabeled(unlabeled: Sequence[dict], lambda_u: float, section: str) 
                         f"supervised only with --uda.lambda_u 0")
 
 
+def start_held_out(model_path: str | Path, articles: dict) -> None:
+    """When the starting encoder is a reader this library trained (a ``model/`` folder inside a run
+    folder, or inside one of its checkpoints), make sure that run never trained on the dev or test
+    articles of this split (``articles``: the split's ``info["articles"]``): a clear error otherwise.
+    The run is found as the nearest of the folder's parents that holds ``data_info.json``."""
+    p = Path(model_path)
+    run = next((q for q in [p, *p.parents][:4] if (q / "data_info.json").is_file()), None)
+    if run is None:
+        return
+    trained = json.loads((run / "data_info.json").read_text(encoding="utf-8")).get("articles") or {}
+    seen = set(trained.get("labeled_pool", [])) | set(trained.get("unlabeled_pool", []))
+    leaked = sorted(seen & (set(articles.get("test", [])) | set(articles.get("dev", []))))
+    if leaked:
+        raise DataError(f"the starting model '{p}' comes from the run '{run}', which trained on {len(leaked)} of this "
+                        f"run's dev/test articles (the first: {leaked[:3]}): start from a reader trained with the same "
+                        f"test_articles and dev_articles, or from a pretrained encoder")
+
+
 # ----------------------------------------------------------------------------- features
 
 def clip_questions(tokenizer: Any, questions: Sequence[str], max_question_length: int) -> list[str]:

@@ -121,4 +121,17 @@ def test_passages_baselines_read_the_runs_questions(tiny_qa_model_dir, tiny_squa
          "--report_to", "none", "--output_dir", str(leaky)])
     proc = subprocess.run([*script, "--run", str(passages), "--reader", str(leaky)], capture_output=True, text=True,
                           env=env, cwd=REPO, timeout=600)
-    assert proc.returncode != 0 and "trained on" in proc.stderr and "--qa.test_articles" in proc.stderr
+    assert proc.returncode != 0 and "trained on" in proc.stderr and "test_articles" in proc.stderr
+
+    # a passages reader can start from the squad_v2 reader (its span head) when that one held out the
+    # same articles, and is refused one that trained on its dev or test articles
+    started = tmp_path / "started"
+    run([*tiny_args(tiny_qa_model_dir, tiny_squad_file, started), "--uda.lambda_u", "0", "--train.max_steps", "1",
+         "--train.eval_every", "1", "--model.name_or_path", str(reader / "model")])
+    assert (started / "results.json").is_file()
+    args = [*tiny_args(tiny_qa_model_dir, tiny_squad_file, tmp_path / "refused"), "--uda.lambda_u", "0",
+            "--model.name_or_path", str(leaky / "model")]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", UDA_DATA_PATH="", OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "train_uda.py"), *args], capture_output=True,
+                          text=True, env=env, cwd=REPO, timeout=600)
+    assert proc.returncode != 0 and "comes from the run" in proc.stderr and str(leaky) in proc.stderr

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from tasks.qa_data import (article_order, build_features, collate_features, few_label_split, load_squad_examples,
-                           load_squad_file, require_unlabeled, split_by_article, stratified_sample, validate_examples)
+                           load_squad_file, require_unlabeled, split_by_article, start_held_out, stratified_sample,
+                           validate_examples)
 from uda.data import DataError
 from tests.conftest import require_resource, shared_data_dir
 from tests.qa_fixtures import make_squad, tiny_qa_model_dir, tiny_squad_file  # noqa: F401 (fixtures)
@@ -121,6 +122,21 @@ def test_every_question_labelled_still_leaves_uda_its_pool_and_an_empty_pool_is_
     require_unlabeled(empty, 0.0, "qa")  # supervised only: nothing needed
     with pytest.raises(DataError, match="--qa.labeled_articles.*--data.unlabeled_from_train true.*--uda.lambda_u 0"):
         require_unlabeled(empty, 1.0, "qa")
+
+
+def test_a_starting_reader_that_trained_on_held_out_articles_is_refused(tmp_path):
+    import json
+
+    run = tmp_path / "run"
+    model = run / "checkpoints" / "step-00000010" / "model"
+    model.mkdir(parents=True)
+    (run / "data_info.json").write_text(json.dumps({"articles": {"test": ["A"], "dev": ["B"], "labeled_pool": ["C", "D"],
+                                                                 "unlabeled_pool": ["E"]}}))
+    start_held_out(model, {"test": ["A"], "dev": ["B"]})  # the same split: fine
+    start_held_out(run / "model", {"test": ["A", "X"], "dev": ["Y"]})
+    with pytest.raises(DataError, match=r"trained on 2 of this run's dev/test articles \(the first: \['D', 'E'\]\)"):
+        start_held_out(model, {"test": ["A", "E"], "dev": ["D"]})
+    start_held_out(tmp_path / "elsewhere", {"test": ["C"]})  # not a run of this library: nothing to check
 
 
 def test_stratified_sample_when_one_kind_is_short():
