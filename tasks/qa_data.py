@@ -284,7 +284,8 @@ def build_features(tokenizer: Any, examples: Sequence[dict], max_length: int, do
 
     ``doc_stride`` is the number of context tokens consecutive windows share (the ``stride`` of
     transformers tokenizers, as in its run_qa example). Each feature holds ``input_ids``,
-    ``token_type_ids`` (when the tokenizer makes them), ``example_index``, ``offsets`` (the
+    ``token_type_ids`` (when the tokenizer makes them), ``example_index``, ``id`` (the question's id,
+    when the example has one: a run's ``labeled_ids.txt`` is written from it), ``offsets`` (the
     character span of each token in the context; None for question, special and padding tokens) and
     ``span_mask`` (True at position 0, the no-answer slot, and at context tokens). With labels:
     ``start_position``/``end_position`` of the first gold answer's tokens, both 0 (the first token)
@@ -304,6 +305,8 @@ def build_features(tokenizer: Any, examples: Sequence[dict], max_length: int, do
         offsets = [tuple(o) if s == 1 else None for o, s in zip(enc["offset_mapping"][f], seq)]
         feat = {"input_ids": enc["input_ids"][f], "example_index": int(ex_idx), "offsets": offsets,
                 "span_mask": [i == 0 or s == 1 for i, s in enumerate(seq)]}
+        if examples[ex_idx].get("id") is not None:
+            feat["id"] = str(examples[ex_idx]["id"])
         if "token_type_ids" in enc:
             feat["token_type_ids"] = enc["token_type_ids"][f]
         if with_labels:

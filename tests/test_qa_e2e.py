@@ -54,6 +54,13 @@ def test_train_uda_squad_v2_end_to_end(tiny_qa_model_dir, tiny_squad_file, tmp_p
     assert any("unsup/loss" in line for line in lines)
     info = json.loads((out / "data_info.json").read_text())
     assert info["counts"]["train"]["questions"] == 16 and info["counts"]["test"]["questions"] == 36
+    # the id files name questions (one line each, however many windows a question was cut into)
+    from tasks.qa_data import load_squad_file
+
+    all_ids = {e["id"] for e in load_squad_file(tiny_squad_file)}
+    for name, count in (("labeled_ids.txt", 16), ("dev_ids.txt", info["counts"]["dev"]["questions"])):
+        ids = (out / name).read_text().split()
+        assert len(ids) == len(set(ids)) == count and set(ids) <= all_ids, name
     preds = [json.loads(line) for line in (out / "predictions_test.jsonl").read_text().splitlines()]
     assert len(preds) == 36
     p = preds[0]

@@ -259,9 +259,12 @@ def _mean_over_processes(values: dict[str, float], accelerator: Any) -> dict[str
 
 def write_ids(run_dir: Path, data: Any) -> None:
     """labeled_ids.txt and dev_ids.txt, one example id a line, so that any other tool (a SetFit
-    baseline, a fully supervised run) can be trained and selected on exactly the same examples."""
+    baseline, a fully supervised run) can be trained and selected on exactly the same examples.
+    Each id once, in order of first appearance: a QA question cut into several windows (features)
+    is one line."""
     for name, rows in (("labeled_ids.txt", data.train), ("dev_ids.txt", data.dev)):
-        ids = [str(r.get("id")) if isinstance(r, dict) else str(getattr(r, "id", "")) for r in rows]
+        ids = [r.get("id") if isinstance(r, dict) else getattr(r, "id", None) for r in rows]
+        ids = list(dict.fromkeys(str(i) for i in ids if i is not None))
         atomic_write_text(run_dir / name, "".join(f"{i}\n" for i in ids), fsync=False)
 
 
