@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from uda.losses import (aligned_log_probs, class_prediction_stats, consistency_loss, kl_divergence, ramp, total_loss,
-                        tsa_supervised_loss, tsa_threshold)
+from uda.losses import (aligned_log_probs, class_prediction_stats, consistency_loss, kl_divergence,
+                        prior_matching_offsets, ramp, total_loss, tsa_supervised_loss, tsa_threshold)
 
 
 # ----------------------------------------------------------------------------- TSA threshold
@@ -209,6 +209,52 @@ def test_distribution_alignment_golden():
     for t in (None, 0.85):
         same = consistency_loss(ori, aug, temperature=t, alignment=torch.full((3,), 7.0))[0]
         assert same.item() == pytest.approx(consistency_loss(ori, aug, temperature=t)[0].item(), abs=1e-6)
+
+
+def test_prior_matching_offsets_golden():
+    # 9 of 10 predictions saturated on class 0: the offsets that give the labelled 50/50 on average,
+    # solved independently (scipy brentq on 0.9 s(L - 2t) + 0.1 s(-L - 2t) = 1/2, L = log 99): t = 2.186016840064639
+    lp = torch.log(torch.tensor([[0.99, 0.01]] * 9 + [[0.01, 0.99]]))
+    b = prior_matching_offsets(lp, torch.tensor([0.5, 0.5]))
+    assert b.tolist() == pytest.approx([-2.186016840064639, 2.186016840064639], abs=1e-5)
+    aligned = aligned_log_probs(lp, b.exp()).exp()
+    assert aligned[0, 0].item() == pytest.approx(0.5555413872859738, abs=1e-5)  # the majority: no longer confident
+    assert aligned[-1, 1].item() > 0.999  # the minority: more confident
+    # one re-weighting by prior / mean (ReMixMatch's) leaves the majority confident
+    one_step = aligned_log_probs(lp, torch.tensor([0.5, 0.5]) / lp.exp().mean(0)).exp()
+    assert one_step[0, 0].item() == pytest.approx(0.922997236251831, abs=1e-5)
+    # three classes, a non-uniform prior: the aligned mean is the prior, offsets have mean 0
+    lp3 = torch.log_softmax(torch.tensor([[2.0, 0.5, -1.0], [0.1, 0.0, 0.2], [3.0, -1.0, 0.0], [0.0, 1.0, 0.5]]), -1)
+    prior = torch.tensor([0.2, 0.3, 0.5])
+    b3 = prior_matching_offsets(lp3, prior)
+    assert torch.softmax(lp3 + b3, -1).mean(0).tolist() == pytest.approx(prior.tolist(), abs=1e-6)
+    assert b3.sum().item() == pytest.approx(0.0, abs=1e-6)
+    # predictions that already have the prior's shares need no offsets
+    assert prior_matching_offsets(torch.log(torch.tensor([[0.8, 0.2], [0.2, 0.8]])),
+                                  torch.tensor([0.5, 0.5])).abs().max().item() < 1e-6
+
+
+def test_class_aligner_running_mean_and_bank():
+    from uda.alignment import ClassAligner
+
+    prior = torch.tensor([0.5, 0.5])
+    ema = ClassAligner(prior, momentum=0.9)
+    assert ema.weights().tolist() == [1.0, 1.0]  # starts at the prior
+    ema.update(torch.log(torch.tensor([[0.9, 0.1], [0.7, 0.3]])))  # batch mean (0.8, 0.2)
+    assert ema.weights().tolist() == pytest.approx([0.5 / 0.53, 0.5 / 0.47], abs=1e-6)
+    bank = ClassAligner(prior, momentum=0.9, bank_size=10)
+    lp = torch.log(torch.tensor([[0.99, 0.01]] * 9 + [[0.01, 0.99]]))
+    bank.update(lp[:4])
+    bank.update(lp[4:])
+    assert bank.weights().log().tolist() == pytest.approx([-2.186016840064639, 2.186016840064639], abs=1e-5)
+    bank.update(torch.log(torch.tensor([[0.01, 0.99]] * 8)))  # keeps the last 10 rows only: 2 + 8 on class 1
+    assert bank.bank.shape == (10, 2) and bank.weights()[0] > 1.0
+    again = ClassAligner(prior, momentum=0.9, bank_size=10)
+    again.load_state_dict(bank.state_dict())
+    assert torch.equal(again.weights(), bank.weights()) and torch.equal(again.bank, bank.bank)
+    old = ClassAligner(prior, momentum=0.9)  # a checkpoint of before the bank held the running mean only
+    old.load_state_dict({"class_ema": [0.8, 0.2]})
+    assert old.weights().tolist() == pytest.approx([0.625, 2.5])
 
 
 def test_class_prediction_stats_golden():

@@ -119,11 +119,12 @@ def test_target_accuracy_counts():
     assert target_accuracy(logits, mask, None) == {}
 
 
-def test_hard_target_alignment_and_ramp_resume_exactly(model_dir, tiny_text_data, tmp_path):
+@pytest.mark.parametrize("bank", [None, 20])
+def test_hard_target_alignment_and_ramp_resume_exactly(model_dir, tiny_text_data, tmp_path, bank):
     from tests.test_resume import Interrupted, InterruptedTask
 
     opts = {"uda.target": "hard", "uda.confidence": 0.5, "uda.distribution_alignment": True,
-            "uda.lambda_u_ramp_steps": 4, "train.max_steps": 8, "train.warmup_steps": 1, "train.eval_every": 4,
+            "uda.alignment_bank": bank, "uda.lambda_u_ramp_steps": 4, "train.max_steps": 8, "train.warmup_steps": 1, "train.eval_every": 4,
             "train.log_every": 1}
     straight, broken = tmp_path / "straight", tmp_path / "broken"
     run(tiny_config(model_dir, tiny_text_data, straight, **opts))
@@ -146,6 +147,16 @@ def test_supervised_only_run_of_a_recipe_with_alignment(model_dir, tiny_text_dat
                                                       "train.max_steps": 3, "train.eval_every": 3}))
     assert (out / "results.json").is_file()
     assert not any(k.startswith("unsup/") for line in training_lines(out) for k in line)
+
+
+def test_alignment_bank_needs_distribution_alignment(tiny_text_data, tmp_path):
+    from uda.config import ConfigError
+
+    with pytest.raises(ConfigError, match="uda.alignment_bank is set but uda.distribution_alignment is false"):
+        tiny_config(tmp_path, tiny_text_data, tmp_path / "run", **{"uda.alignment_bank": 100})
+    with pytest.raises(ConfigError, match="uda.alignment_bank must be >= 1"):
+        tiny_config(tmp_path, tiny_text_data, tmp_path / "run", **{"uda.distribution_alignment": True,
+                                                                   "uda.alignment_bank": 0})
 
 
 def test_distribution_alignment_needs_a_class_distribution(tiny_text_data, tmp_path):

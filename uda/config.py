@@ -152,6 +152,11 @@ class UDAConfig:
         "predictions on unlabelled batches) before sharpening and masking (ReMixMatch, AdaMatch): a guard against "
         "every unlabelled example drifting to one class. Classification tasks only.")
     alignment_momentum: float = _f(0.99, "Momentum of the running mean prediction used by distribution alignment.")
+    alignment_bank: Optional[int] = _f(
+        None, "Distribution alignment by prior matching: instead of one re-weighting by the running mean, solve for "
+        "the class offsets under which the last this many original-view predictions have the labelled class shares "
+        "on average, and apply them (moves the decision boundary as far as a drift to one class needs; None: the "
+        "running mean). Needs uda.distribution_alignment.")
     lambda_u_ramp_steps: Optional[int] = _f(
         None, "Ramp the consistency weight linearly from 0 to uda.lambda_u over this many steps (None: full weight "
         "from the first step).")
@@ -409,6 +414,11 @@ def validate(cfg: Config) -> None:
     need(u.temperature is None or u.temperature > 0, f"uda.temperature must be > 0 or None, got {u.temperature}")
     need(u.confidence is None or 0 <= u.confidence < 1, f"uda.confidence must be in [0, 1) or None, got {u.confidence}")
     need(0 <= u.alignment_momentum < 1, f"uda.alignment_momentum must be in [0, 1), got {u.alignment_momentum}")
+    need(u.alignment_bank is None or u.alignment_bank >= 1,
+         f"uda.alignment_bank must be >= 1 or None, got {u.alignment_bank}")
+    need(u.alignment_bank is None or u.distribution_alignment,
+         "uda.alignment_bank is set but uda.distribution_alignment is false: add --uda.distribution_alignment true "
+         "(or drop --uda.alignment_bank)")
     need(u.lambda_u_ramp_steps is None or u.lambda_u_ramp_steps >= 1,
          f"uda.lambda_u_ramp_steps must be >= 1 or None, got {u.lambda_u_ramp_steps}")
     need(d.num_labeled >= 0, f"data.num_labeled must be >= 1, or 0 for all labelled examples, got {d.num_labeled}")

@@ -79,6 +79,27 @@ def aligned_log_probs(logits: torch.Tensor, alignment: Optional[torch.Tensor]) -
     return F.log_softmax(log_p + alignment.float().clamp(min=1e-12).log(), dim=-1)
 
 
+def prior_matching_offsets(log_probs: torch.Tensor, prior: torch.Tensor, iterations: int = 100) -> torch.Tensor:
+    """Class offsets b (C,) such that mean_i softmax(log_probs_i + b) equals ``prior``.
+
+    log_probs: (N, C) log-probabilities of N recent unlabelled predictions; prior: (C,) positive, sums to 1.
+    Distribution alignment solved to its fixed point: ReMixMatch/AdaMatch re-weight once by
+    prior / mean(p), which barely moves saturated predictions (90% of examples at p = 0.99 for one class
+    stay there), so a model that has drifted to one class keeps producing one-class targets. Iterating
+    b <- b + log prior - log mean softmax(log_probs + b) (Sinkhorn's scaling with a single marginal,
+    written here because it is three lines) moves the decision boundary until the aligned predictions
+    have the labelled class shares. Returns b normalised to mean 0; exp(b) is an alignment weight vector
+    for ``aligned_log_probs``.
+    """
+    lp = log_probs.detach().float()
+    log_prior = prior.detach().float().clamp(min=1e-12).log().to(lp.device)
+    b = torch.zeros(lp.shape[-1], device=lp.device)
+    for _ in range(iterations):
+        mean = F.softmax(lp + b, dim=-1).mean(dim=0)
+        b = b + log_prior - mean.clamp(min=1e-12).log()
+    return b - b.mean()
+
+
 def consistency_loss(
     ori_logits: torch.Tensor,
     aug_logits: torch.Tensor,

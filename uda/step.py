@@ -21,7 +21,7 @@ class StepOutput:
     loss: torch.Tensor  # sup + lambda_u * unsup, with its graph
     sup_loss: torch.Tensor
     unsup_loss: Optional[torch.Tensor]  # None: supervised only
-    class_mean: Optional[torch.Tensor] = None  # (K,) mean predicted distribution of the original view
+    class_log_probs: Optional[torch.Tensor] = None  # (B, K) the original view's class log-probabilities
     stats: dict[str, float] = field(default_factory=dict)  # what the loop logs (measured values only)
 
 
@@ -69,13 +69,13 @@ def uda_step(task: Any, model: torch.nn.Module, batch_l: dict, views: Optional[t
     stats.update({"unsup/loss": unsup_loss.item(),
                   "unsup/mask_ratio": float(torch.stack([t[1].mean() for t in terms]).mean()),
                   "train/loss": loss.item()})
-    class_mean = None
+    class_log_probs = None
     if class_index is not None:
         o = ori_logits[class_index]
-        class_mean = o.softmax(-1).mean(0)
+        class_log_probs = o.float().log_softmax(-1)
         stats.update({f"unsup/{k}": v for k, v in class_prediction_stats(o).items()})
         stats.update(target_accuracy(o, terms[class_index][1], hidden_labels))
-    return StepOutput(loss, sup_loss, unsup_loss, class_mean, stats)
+    return StepOutput(loss, sup_loss, unsup_loss, class_log_probs, stats)
 
 
 def target_accuracy(ori_logits: torch.Tensor, mask: torch.Tensor, hidden: Optional[torch.Tensor]) -> dict:

@@ -31,6 +31,7 @@ import torch
 import yaml
 
 from uda import checkpoint
+from uda.alignment import ClassAligner
 from uda.config import Config, ConfigError, save_config
 from uda.io import atomic_write_json, atomic_write_text
 from uda.losses import ramp, tsa_threshold
@@ -286,8 +287,7 @@ class LoopState:
     # checkpoint written without it
     cpu_seconds_before: Optional[float] = 0.0
     resumed_at: list = field(default_factory=list)
-    # running mean of the predicted class distribution on unlabelled batches (distribution alignment)
-    class_ema: Optional[torch.Tensor] = None
+    aligner: Optional[ClassAligner] = None  # distribution alignment's state (None: off)
 
 
 @dataclass
@@ -446,7 +446,7 @@ def setup(cfg: Config, task: Any, clock: Callable[[], float] = time.monotonic) -
     if cfg.uda.distribution_alignment and unlabeled is not None:  # aligns the unlabelled targets: none
         # when supervised only (a recipe with alignment run as its own baseline, --uda.lambda_u 0);
         # starts at the labelled prior, so the first weights are 1
-        state.class_ema = task.class_prior.clone().float()
+        state.aligner = ClassAligner(task.class_prior, cfg.uda.alignment_momentum, cfg.uda.alignment_bank)
     run = Run(cfg, task, accelerator, model, accelerator.unwrap_model(model), optimizer, scheduler, data,
               labeled, unlabeled, None, run_dir, select_metric, state, t_start, cpu_start,  # type: ignore[arg-type]
               rankings=checkpoint.rankings_for(select_metric, getattr(task, "rank_metrics", None)), clock=clock)
@@ -475,8 +475,8 @@ def restore(run: Run, ckpt: Path) -> int:
     st.window, st.window_steps, st.window_examples = loop["window"], loop["window_steps"], loop["window_examples"]
     st.train_seconds_before, st.resumed_at = loop["train_seconds"], loop["resumed_at"] + [saved["step"]]
     st.cpu_seconds_before = loop.get("cpu_seconds")  # absent in checkpoints of before 2026-12-02
-    if st.class_ema is not None:
-        st.class_ema = torch.tensor(loop["class_ema"], dtype=torch.float32)
+    if st.aligner is not None:  # checkpoints of before 2026-12-03 hold the running mean as "class_ema"
+        st.aligner.load_state_dict(loop.get("aligner") or {"class_ema": loop["class_ema"]})
     processes = saved["processes"]
     world, main = run.accelerator.num_processes, run.accelerator.is_main_process
     if len(processes) != world and main:
@@ -512,7 +512,6 @@ def fit(run: Run) -> None:
         accelerator.num_processes
     use_uda = run.unlabeled is not None
     examples_per_step = (B + (r * B if use_uda else 0)) * accum * world
-    prior = getattr(task, "class_prior", None)
     t_loop = window_t0 = time.time()
     last_save = run.clock()  # checkpoint.every_minutes counts from here, and from each save
     model.train()
@@ -525,8 +524,8 @@ def fit(run: Run) -> None:
         progress = step / cfg.train.max_steps
         threshold = tsa_threshold(cfg.uda.tsa, progress, task.tsa_num_classes)  # logged as sup/tsa_threshold
         lambda_u = cfg.uda.lambda_u * ramp(step, cfg.uda.lambda_u_ramp_steps)
-        alignment = (prior / st.class_ema).to(accelerator.device) if st.class_ema is not None else None
-        step_ok, step_stats, class_means = True, {}, []
+        alignment = st.aligner.weights().to(accelerator.device) if st.aligner is not None else None
+        step_ok, step_stats, class_log_probs = True, {}, []
         for micro in range(accum):
             # gradients are synchronised across processes only on the last micro-batch
             with nullcontext() if micro == accum - 1 else accelerator.no_sync(model):
@@ -552,8 +551,8 @@ def fit(run: Run) -> None:
                     step_ok = False  # a NaN/inf loss never reaches the weights: the whole step is skipped
                     break
                 accelerator.backward(out.loss / accum)
-            if out.class_mean is not None:
-                class_means.append(out.class_mean)
+            if out.class_log_probs is not None:
+                class_log_probs.append(out.class_log_probs)
             for k, v in out.stats.items():
                 step_stats[k] = step_stats.get(k, 0.0) + v / accum
         if step_ok and cfg.train.max_grad_norm is not None:
@@ -561,8 +560,8 @@ def fit(run: Run) -> None:
             step_stats["train/grad_norm"] = grad_norm
             # an overflow in the backward pass (fp16's grad scaler skips such steps by itself)
             step_ok = math.isfinite(grad_norm) or accelerator.scaler is not None
-        if step_ok and st.class_ema is not None:
-            st.class_ema = _updated_class_ema(st.class_ema, class_means, cfg.uda.alignment_momentum, accelerator)
+        if step_ok and st.aligner is not None:
+            st.aligner.update(_gathered(torch.cat(class_log_probs), accelerator))
         if step_ok:
             run.optimizer.step()
             if not accelerator.optimizer_step_was_skipped:
@@ -629,12 +628,9 @@ def _minutes_due(run: Run, last_save: float) -> bool:
     return bool(due.item())
 
 
-def _updated_class_ema(ema: torch.Tensor, class_means: list, momentum: float, accelerator: Any) -> torch.Tensor:
-    """The running mean of the predicted class distribution, with this step's batches (all processes)."""
-    mean = torch.stack(class_means).mean(0).float()
-    if accelerator.num_processes > 1:
-        mean = accelerator.reduce(mean.to(accelerator.device), reduction="mean")
-    return momentum * ema + (1 - momentum) * mean.cpu()
+def _gathered(rows: torch.Tensor, accelerator: Any) -> torch.Tensor:
+    """This step's rows from every process (each process has the same number of rows)."""
+    return accelerator.gather(rows.to(accelerator.device)) if accelerator.num_processes > 1 else rows
 
 
 def _nonfinite_error(run: Run, done: int) -> NonFiniteLossError:
@@ -687,7 +683,7 @@ def save_checkpoint(run: Run, step: int, metric: Optional[float], train_seconds:
         "loop": {"dev_history": st.dev_history, "skipped": st.skipped, "window": st.window,
                  "window_steps": st.window_steps, "window_examples": st.window_examples,
                  "train_seconds": train_seconds, "cpu_seconds": cpu_seconds(run), "resumed_at": st.resumed_at,
-                 "class_ema": st.class_ema.tolist() if st.class_ema is not None else None},
+                 "aligner": st.aligner.state_dict() if st.aligner is not None else None},
         "metrics_lines": run.logger.lines,
     }
     dev = st.dev_history[-1] if st.dev_history and st.dev_history[-1]["step"] == step and metric is not None else {}
