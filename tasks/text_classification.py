@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from augment.build import build_augmenter
 from uda.task import SupervisedOutput, TaskData
 from tasks.text_data import UnlabeledPool, load_text_classification, require_copies
+from uda.config import ConfigError
 from uda.data import DataError
 from uda.evaluation import length_sorted_batches, pad_right, run_inference
 from uda.hub import resolve_model_path
@@ -164,8 +165,27 @@ class TextClassificationTask:
                 path, [clean_text(e["text"]) for e in self.train_rows], [e["label"] for e in self.train_rows],
                 seed=cfg.seed, max_length=cfg.model.max_length, truncation_side=cfg.model.truncation_side,
                 iterations=cfg.model.contrastive_iterations, lr=cfg.model.contrastive_lr))
-        return build_text_classifier(path, self.label_names, cfg.model.pooling, cfg.model.dropout,
-                                     cfg.model.trust_remote_code)
+        model = build_text_classifier(path, self.label_names, cfg.model.pooling, cfg.model.dropout,
+                                      cfg.model.trust_remote_code)
+        if cfg.model.label_descriptions is not None:
+            self._describe_classes(model, cfg.model.label_descriptions)
+        return model
+
+    def _describe_classes(self, model: torch.nn.Module, descriptions: list) -> None:
+        """The head starts from the classes' descriptions (``--model.label_descriptions``)."""
+        from tasks.text_model import init_head_from_descriptions
+
+        if len(descriptions) != len(self.label_names):
+            raise ConfigError(f"--model.label_descriptions has {len(descriptions)} texts but the data has "
+                              f"{len(self.label_names)} classes ({', '.join(self.label_names)}): give one "
+                              f"description per class, in that order")
+        from tqdm.auto import tqdm
+
+        rows = self.train_rows
+        batches = [self.collate_labeled(rows[i:i + 64]) for i in range(0, len(rows), 64)]
+        scale = init_head_from_descriptions(model, self._encode(descriptions), batches)
+        tqdm.write(f"classifier head started from the label descriptions (scale {scale:.3g}, fitted on the "
+                   f"{len(rows)} labelled examples)")
 
     def _mlm_encoder(self, cfg: Any, path: str) -> Path:
         """The MLM stage on ``model.mlm_max_texts`` texts of the unlabelled pool, drawn with the seed."""

@@ -55,6 +55,11 @@ class TextModelConfig(ModelConfig):
         50000, "How many unlabelled texts the MLM stage draws (seeded by the run seed) and cycles through; None: "
         "the whole pool.")
     mlm_probability: float = _f(0.15, "Share of the tokens the MLM stage masks (BERT's 15%).")
+    label_descriptions: Optional[list] = _f(
+        None, "One short text per class, in label order, that describes it (IMDB: 'This movie is terrible.', 'This "
+        "movie is great.'): the classifier starts from them instead of a random head, each class's weights being "
+        "the encoder's normalised mean-pooled embedding of its text (a zero-shot start), scaled to fit the "
+        "labelled examples. Needs model.pooling mean. None: a random head.")
 
     def validate(self) -> None:
         if self.contrastive_iterations is not None and self.contrastive_iterations < 1:
@@ -69,6 +74,13 @@ class TextModelConfig(ModelConfig):
             raise ConfigError(f"model.mlm_batch_size must be >= 1, got {self.mlm_batch_size}")
         if self.mlm_max_texts is not None and self.mlm_max_texts < 1:
             raise ConfigError(f"model.mlm_max_texts must be >= 1 or None (the whole pool), got {self.mlm_max_texts}")
+        if self.label_descriptions is not None and (
+                not self.label_descriptions or not all(isinstance(t, str) and t.strip() for t in self.label_descriptions)):
+            raise ConfigError(f"model.label_descriptions must be a list of non-empty texts, one per class, got "
+                              f"{self.label_descriptions!r}")
+        if self.label_descriptions is not None and self.pooling != "mean":
+            raise ConfigError("model.label_descriptions sets the weights of the mean-pooling head: add "
+                              "--model.pooling mean (or drop --model.label_descriptions)")
         if not 0 < self.mlm_probability < 1:
             raise ConfigError(f"model.mlm_probability must be in (0, 1), got {self.mlm_probability}")
 

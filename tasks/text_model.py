@@ -120,6 +120,56 @@ def build_text_classifier(name_or_path: str, label_names: list[str], pooling: st
     return model
 
 
+@torch.no_grad()
+def pooled_features(model: MeanPoolClassifier, batch: dict) -> torch.Tensor:
+    """The mean-pooled encoder states the head reads, in eval mode (no dropout). (B, H)"""
+    was_training = model.training
+    model.eval()
+    try:
+        hidden = model.inner(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                             return_dict=True).last_hidden_state
+        return mean_pool(hidden, batch["attention_mask"]).float()
+    finally:
+        model.train(was_training)
+
+
+def fit_scale(scores: torch.Tensor, labels: torch.Tensor, max_logit: float = 10.0) -> float:
+    """The s >= 0 that maximises the likelihood of ``labels`` under softmax(s * scores) (scores (N, K)).
+
+    The loss is convex in s, so a ternary search finds it; s is capped where the largest logit gap over
+    the examples reaches ``max_logit`` (perfectly separated examples would send it to infinity)."""
+    scores = scores.double()  # the loss is flat near its minimum: float32 would stop short
+    gap = float((scores.max(dim=-1).values - scores.min(dim=-1).values).max())
+    hi = max_logit / gap if gap > 0 else 0.0
+    lo = 0.0
+
+    def loss(s: float) -> float:
+        return float(torch.nn.functional.cross_entropy(s * scores, labels))
+
+    for _ in range(100):
+        a, b = lo + (hi - lo) / 3, hi - (hi - lo) / 3
+        if loss(a) <= loss(b):
+            hi = b
+        else:
+            lo = a
+    return (lo + hi) / 2
+
+
+def init_head_from_descriptions(model: MeanPoolClassifier, descriptions: dict, labelled: list[dict]) -> float:
+    """Start the head as a zero-shot classifier: class c's weights are s * e_c, e_c the normalised
+    mean-pooled embedding of its description, bias 0, so the logits are s * (e_c . x) for a text's pooled
+    features x (the same argmax as cosine similarity); s is fitted to the labelled examples
+    (``fit_scale``). ``descriptions``: a tokenised batch; ``labelled``: tokenised batches with ``labels``.
+    Returns s."""
+    e = torch.nn.functional.normalize(pooled_features(model, descriptions), dim=-1)  # (K, H)
+    scores = torch.cat([pooled_features(model, b) @ e.T for b in labelled])
+    scale = fit_scale(scores, torch.cat([b["labels"] for b in labelled]))
+    linear = model.classifier[1]
+    linear.weight.data.copy_((scale * e).to(linear.weight.dtype))
+    linear.bias.data.zero_()
+    return scale
+
+
 def _head_weights(folder: Path) -> dict[str, torch.Tensor]:
     from safetensors import safe_open
 

@@ -266,3 +266,60 @@ def test_runs_after_a_contrastive_stage_keep_their_mixed_precision(model_dir, ti
         assert train(cfg, get_task(cfg.task))["mixed_precision"] == "bf16"
     finally:
         AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_fit_scale_is_the_maximum_likelihood_scale():
+    from tasks.text_model import fit_scale
+
+    scores = torch.tensor([[0.1, 0.3], [0.2, 0.1], [0.0, 0.5], [0.4, 0.0]])
+    labels = torch.tensor([1, 0, 1, 1])
+    # scipy's bounded minimisation of the same cross-entropy
+    assert fit_scale(scores, labels) == pytest.approx(1.83234660142338, abs=1e-5)
+    # separable examples: the likelihood grows without bound, so s stops where the largest gap is 10
+    assert fit_scale(torch.tensor([[0.0, 0.5], [0.5, 0.0]]), torch.tensor([1, 0])) == pytest.approx(20.0, rel=1e-6)
+    # examples that disagree with the scores: s = 0 (uniform predictions)
+    assert fit_scale(torch.tensor([[0.0, 0.5], [0.5, 0.0]]), torch.tensor([0, 1])) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_head_from_label_descriptions_is_the_zero_shot_classifier(model_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    from tasks.text_model import build_text_classifier, init_head_from_descriptions, pooled_features
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    torch.manual_seed(0)
+    model = build_text_classifier(str(model_dir), ["neg", "pos"], "mean")
+    descriptions = tok(["a bad movie", "a great movie"], padding=True, return_tensors="pt")
+    texts = ["terrible acting and a bad plot", "great fun", "great great film", "bad"]
+    labelled = dict(tok(texts, padding=True, return_tensors="pt"), labels=torch.tensor([0, 1, 1, 0]))
+    scale = init_head_from_descriptions(model, descriptions, [labelled])
+    assert model.training  # left in the mode it was in
+    e = torch.nn.functional.normalize(pooled_features(model, descriptions), dim=-1)
+    assert torch.allclose(model.classifier[1].weight, scale * e, atol=1e-6)
+    assert model.classifier[1].bias.abs().max() == 0
+    x = pooled_features(model, {k: v for k, v in labelled.items() if k != "labels"})
+    model.eval()
+    with torch.no_grad():
+        logits = model(input_ids=labelled["input_ids"], attention_mask=labelled["attention_mask"]).logits
+    # the same argmax as cosine similarity with the descriptions
+    cosine = torch.nn.functional.normalize(x, dim=-1) @ e.T
+    assert torch.equal(logits.argmax(-1), cosine.argmax(-1))
+
+
+def test_label_descriptions_in_a_run_and_their_errors(model_dir, tiny_text_data, tmp_path, capsys):
+    from uda.config import ConfigError
+
+    out = tmp_path / "run"
+    run(tiny_config(model_dir, tiny_text_data, out, **{"model.pooling": "mean", "train.max_steps": 2,
+                                                      "train.eval_every": 2,
+                                                      "model.label_descriptions": ["bad", "good"]}))
+    assert "classifier head started from the label descriptions" in capsys.readouterr().out
+    assert (out / "results.json").is_file()
+    with pytest.raises(ConfigError, match="has 3 texts but the data has 2 classes"):
+        run(tiny_config(model_dir, tiny_text_data, tmp_path / "three", **{
+            "model.pooling": "mean", "model.label_descriptions": ["bad", "so-so", "good"]}))
+    with pytest.raises(ConfigError, match="--model.pooling mean"):
+        tiny_config(model_dir, tiny_text_data, tmp_path / "cls", **{"model.label_descriptions": ["bad", "good"]})
+    with pytest.raises(ConfigError, match="non-empty texts"):
+        tiny_config(model_dir, tiny_text_data, tmp_path / "empty", **{"model.pooling": "mean",
+                                                                      "model.label_descriptions": ["bad", " "]})
