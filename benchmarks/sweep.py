@@ -14,8 +14,8 @@ options laid over those):
 - ``supervised``: supervised only (``--uda.lambda_u 0``), everything else as the config says (a recipe
   with a contrastive stage keeps it: this is the recipe without its consistency loss);
 - ``finetune``: plain fine-tuning: supervised only, no Training Signal Annealing and, for text tasks,
-  no contrastive or MLM stage (``--uda.lambda_u 0 --uda.tsa none --model.contrastive_iterations none
-  --model.mlm_steps none``);
+  no contrastive or MLM stage and a random head (``--uda.lambda_u 0 --uda.tsa none
+  --model.contrastive_iterations none --model.mlm_steps none --model.label_descriptions none``);
   what a user gets from the labels alone;
 - ``uda``: UDA as the config says (augmentation included);
 - ``uda_tfidf``: UDA with TF-IDF word replacement (``--augment.method tf_idf``, the config's p);
@@ -83,7 +83,8 @@ class TaskSpec:
 _TEXT = dict(unit="labelled reviews", metrics=[("accuracy", "accuracy"), ("macro_f1", "macro-F1")],
              plots=["accuracy", "macro_f1"], scale=100.0, default_num_labeled=[20, 100, 1000],
              default_methods=["supervised", "uda_tfidf", "uda_bt", "ceiling"],
-             plain={"model.contrastive_iterations": "none", "model.mlm_steps": "none"})
+             plain={"model.contrastive_iterations": "none", "model.mlm_steps": "none",
+                    "model.label_descriptions": "none"})
 TASKS = {
     "imdb": TaskSpec(title="IMDB", **_TEXT),
     "text_classification": TaskSpec(title="Text classification", **_TEXT),

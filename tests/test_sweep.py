@@ -145,7 +145,7 @@ def test_plan_sets_each_runs_options(tmp_path, capsys):
     assert cfg["ceiling-nall-seed1"].output_dir == str(tmp_path / "ceiling-nall-seed1")
 
 
-def test_finetune_and_ceiling_drop_the_recipes_contrastive_stage_and_tsa(tmp_path):
+def test_finetune_and_ceiling_drop_the_recipes_extra_stages_and_tsa(tmp_path):
     """supervised keeps the recipe's contrastive and MLM stages (the recipe without its consistency loss);
     finetune and ceiling are plain fine-tuning."""
     from benchmarks.sweep import build_plan, parse_args
@@ -153,12 +153,17 @@ def test_finetune_and_ceiling_drop_the_recipes_contrastive_stage_and_tsa(tmp_pat
     args = parse_args(["--task", "imdb", "--out", str(tmp_path), "--num_labeled", "20", "--seeds", "0",
                        "--methods", "finetune", "supervised", "uda", "ceiling"])
     cfg = {folder.name: c for folder, c in build_plan(args, ["--model.contrastive_iterations", "20",
-                                                             "--model.mlm_steps", "100"])}
+                                                             "--model.mlm_steps", "100", "--model.pooling", "mean",
+                                                             "--model.label_descriptions", '["bad", "good"]'])}
     assert [cfg[f"{m}-n20-seed0"].model.contrastive_iterations for m in ("finetune", "supervised", "uda")] == [None, 20, 20]
     assert [cfg[f"{m}-n20-seed0"].model.mlm_steps for m in ("finetune", "supervised", "uda")] == [None, 100, 100]
     assert [cfg[f"{m}-n20-seed0"].uda.lambda_u for m in ("finetune", "supervised")] == [0, 0]
     assert cfg["ceiling-nall-seed0"].model.contrastive_iterations is None
     assert cfg["ceiling-nall-seed0"].model.mlm_steps is None
+    # the zero-shot start from label descriptions is the recipe's too: plain fine-tuning has a random head
+    assert [cfg[f"{m}-n20-seed0"].model.label_descriptions for m in ("finetune", "supervised", "uda")] == \
+        [None, ["bad", "good"], ["bad", "good"]]
+    assert cfg["ceiling-nall-seed0"].model.label_descriptions is None
     assert [cfg[f"{m}-n20-seed0"].uda.tsa for m in ("finetune", "supervised", "uda")] == [None, "linear", "linear"]
     assert cfg["ceiling-nall-seed0"].uda.tsa is None
 
