@@ -323,3 +323,19 @@ def test_label_descriptions_in_a_run_and_their_errors(model_dir, tiny_text_data,
     with pytest.raises(ConfigError, match="non-empty texts"):
         tiny_config(model_dir, tiny_text_data, tmp_path / "empty", **{"model.pooling": "mean",
                                                                       "model.label_descriptions": ["bad", " "]})
+
+
+def test_start_accuracy_benchmark_evaluates_the_untrained_start(model_dir, tiny_text_data, tmp_path, capsys):
+    """benchmarks/start_accuracy.py builds each seed's split and model as a run would and scores dev once;
+    a seed other than the reference one draws its own labelled set."""
+    from benchmarks.start_accuracy import main
+
+    out = tmp_path / "start"
+    assert main(["--seeds", "0", "1", "--out", str(out), "--", "--task", "text_classification",
+                 "--model.name_or_path", str(model_dir), "--data.path", str(tiny_text_data),
+                 "--data.num_labeled", "20", "--data.dev_size", "40", "--model.max_length", "32",
+                 "--model.pooling", "mean", "--model.label_descriptions", '["bad", "good"]']) == 0
+    rows = json.loads((out / "results.json").read_text())["runs"]
+    assert [r["seed"] for r in rows] == [0, 1]
+    assert all(r["dev"]["num_examples"] == 40 and 0 <= r["dev"]["accuracy"] <= 1 for r in rows)
+    assert len(rows[0]["labeled_ids"]) == 20 and rows[0]["labeled_ids"] != rows[1]["labeled_ids"]
