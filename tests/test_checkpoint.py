@@ -209,6 +209,18 @@ def test_run_folder_fresh_finished_and_foreign(tmp_path):
     assert prepare_run_dir(_cfg(failed, **{"train.lr": "1"})) == (failed, None)
 
 
+def test_saved_config_drops_one_off_requests(tmp_path):
+    """A run started with --overwrite true or resumed with --checkpoint.resume true records neither in
+    config.yaml, so the file used again as --config cannot delete a finished run or demand a checkpoint."""
+    for request in ({"overwrite": "true"}, {"checkpoint.resume": "true"}):
+        cfg = _cfg(tmp_path / "run", **request, **{"train.lr": "1e-3"})
+        assert cfg.overwrite or cfg.checkpoint.resume
+        save_config(cfg, tmp_path / "config.yaml")
+        again = build_config("text_classification", str(tmp_path / "config.yaml"), {})
+        assert not again.overwrite and not again.checkpoint.resume
+        assert again.train.lr == 1e-3 and again.output_dir == str(tmp_path / "run")
+
+
 def test_run_folder_unfinished_resumes_only_with_the_same_options(tmp_path):
     out = tmp_path / "run"
     last = _unfinished_run(out, **{"train.lr": "1e-3"})

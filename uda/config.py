@@ -521,4 +521,10 @@ def parse_cli(argv: list[str]) -> tuple[Optional[str], Optional[str], dict, bool
 
 
 def save_config(cfg: Config, path: str | os.PathLike) -> None:
-    Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
+    """Write ``cfg`` as YAML that ``--config`` reads back. ``overwrite`` and ``checkpoint.resume`` are
+    requests to one invocation, not settings of the run, so they are written as false: a run folder's
+    config.yaml used again as ``--config`` must not delete a finished run or insist on a checkpoint."""
+    d = cfg.to_dict()
+    d["overwrite"] = False
+    d["checkpoint"]["resume"] = False
+    Path(path).write_text(yaml.safe_dump(d, sort_keys=False), encoding="utf-8")
