@@ -44,6 +44,13 @@ stopped (an unfinished run continues from its last checkpoint). At the end (or w
 ``training_curves.png`` (supervised and consistency loss against step, one line per run, from each
 run's metrics.jsonl). ``--quick`` shrinks every run to a smoke test (4 steps, small dev, test and
 unlabelled subsets): for checking the pipeline, not for numbers.
+
+``--num_labeled`` also takes ``all``: every labelled example of the pool (``--data.num_labeled 0``) for
+every method, as the curve's last point (folder ``<method>-nall-seed<S>``, plotted at its number of
+training examples). ``--jobs K`` runs K runs at once, each in a fresh process with one CPU thread
+(``OMP_NUM_THREADS=1``) and its console output in ``<out>/<run name>.log``: for a machine with many
+cores, or several runs sharing one GPU. For SQuAD 2.0 the F1 plot also draws the answer-nothing line
+(official F1 of a reader that answers no question: the unanswerable share of the test questions).
 """
 
 from __future__ import annotations
@@ -141,6 +148,13 @@ def _num_train(results: dict) -> Optional[int]:
     return int(train) if isinstance(train, (int, float)) else None
 
 
+def _answer_nothing(test: dict) -> Optional[float]:
+    """SQuAD 2.0: official F1 (%) of a reader that answers no question on this test set (its
+    unanswerable share), from the counts the metric reports; None for other tasks."""
+    total, no_ans = test.get("total"), test.get("NoAns_total")
+    return 100.0 * float(no_ans) / float(total) if total and no_ans is not None else None
+
+
 def _n_key(n: Any) -> float:
     return math.inf if n == "all" else float(n)
 
@@ -167,7 +181,7 @@ def collect(out: Path, task: str) -> list[dict]:
         rows.append({"run": res.parent.name, "method": method, "num_labeled": n_val, "seed": seed_val,
                      **{m: r["test"].get(m) for m, _ in spec.metrics}, "num_train": _num_train(r),
                      "selected_step": r["selected_model"]["step"], "total_seconds": r.get("total_seconds"),
-                     "cpu_seconds": r.get("cpu_seconds")})
+                     "cpu_seconds": r.get("cpu_seconds"), "answer_nothing": _answer_nothing(r["test"])})
     return rows
 
 
@@ -184,6 +198,9 @@ def summarize(rows: list[dict], task: str) -> list[dict]:
         entry: dict = {"method": method, "num_labeled": n, "seeds": len(rs), "seed_list": sorted(r["seed"] for r in rs)}
         trains = [r["num_train"] for r in rs if r["num_train"] is not None]
         entry["num_train"] = round(sum(trains) / len(trains)) if trains else None
+        nothing = [r["answer_nothing"] for r in rs if r.get("answer_nothing") is not None]
+        if nothing:
+            entry["answer_nothing"] = sum(nothing) / len(nothing)
         for m, _ in spec.metrics:
             vals = [float(r[m]) * spec.scale for r in rs if r[m] is not None]
             if vals:
@@ -223,10 +240,13 @@ def write_summary(out: Path, rows: list[dict], table: list[dict], task: str) -> 
                 cells.append(f"{t[f'{m}_mean']:.{digits}f} ± {t[f'{m}_std']:.{digits}f}")
         n = f"all ({t['num_train']})" if t["num_labeled"] == "all" else t["num_labeled"]
         lines.append(f"| {n} | {t['method']} | {t['seeds']} | " + " | ".join(cells) + " |")
+    nothing = sorted({round(t["answer_nothing"], 2) for t in table if "answer_nothing" in t})
+    note = (f" Answer-nothing F1 on the test questions (a reader that answers none): "
+            f"{', '.join(f'{v:.2f}' for v in nothing)}." if nothing else "")
     (out / "summary.md").write_text(
         f"{spec.title}: test metrics in % (mean ± sample std over seeds, the value alone for a single seed; "
         "model selected on dev). "
-        f"Runs and raw values: summary.json, summary.csv and each run's results.json.\n\n"
+        f"Runs and raw values: summary.json, summary.csv and each run's results.json.{note}\n\n"
         + "\n".join(lines) + "\n", encoding="utf-8")
     written = [out / "summary.json", out / "summary.csv", out / "summary.md"]
     for metric in spec.plots:
@@ -263,25 +283,38 @@ def plot_metric(path: Path, table: list[dict], task: str, metric: str) -> None:
     import matplotlib.ticker
     colors = _colors(sorted({t["method"] for t in table}))
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    ns = sorted({t["num_labeled"] for t in table if t["num_labeled"] != "all"})
-    for method in sorted({t["method"] for t in table}, key=lambda m: (METHODS + [m]).index(m)):
-        pts = [t for t in table if t["method"] == method and f"{metric}_mean" in t]
-        curve = [t for t in pts if t["num_labeled"] != "all"]
+    def x_of(t: dict) -> Any:  # 'all' on a curve sits at its number of training examples
+        return t["num_train"] if t["num_labeled"] == "all" else t["num_labeled"]
+
+    def on_curve(t: dict, method_pts: list[dict]) -> bool:
+        return t["num_labeled"] != "all" or (t["num_train"] is not None and len(method_pts) > 1)
+
+    by_method = {m: [t for t in table if t["method"] == m and f"{metric}_mean" in t] for m in {t["method"] for t in table}}
+    ns = sorted({x_of(t) for pts in by_method.values() for t in pts if on_curve(t, pts)})
+    for method in sorted(by_method, key=lambda m: (METHODS + [m]).index(m)):
+        pts = by_method[method]
+        curve = sorted([t for t in pts if on_curve(t, pts)], key=lambda t: x_of(t))
         if curve:
-            ax.errorbar([t["num_labeled"] for t in curve], [t[f"{metric}_mean"] for t in curve],
+            ax.errorbar([x_of(t) for t in curve], [t[f"{metric}_mean"] for t in curve],
                         yerr=[t[f"{metric}_std"] for t in curve], marker="o", capsize=3, color=colors[method],
                         label=f"{method} ({'/'.join(str(t['seeds']) for t in curve)} seeds)")
         for t in pts:
-            if t["num_labeled"] == "all":  # the ceiling: one value, drawn across every N
+            if not on_curve(t, pts):  # the ceiling: one value, drawn across every N
                 m, s = t[f"{metric}_mean"], t[f"{metric}_std"]
                 ax.axhline(m, ls="--", color=colors[method],
                            label=f"{method}: all {t['num_train']} labelled ({t['seeds']} seeds)")
                 if s > 0:
                     ax.axhspan(m - s, m + s, color=colors[method], alpha=0.12, lw=0)
+    nothing = [t["answer_nothing"] for t in table if "answer_nothing" in t]
+    if metric in ("f1", "exact") and nothing:
+        ax.axhline(sum(nothing) / len(nothing), ls=":", color="black",
+                   label=f"answer nothing ({sum(nothing) / len(nothing):.1f})")
     if ns:
+        alls = {x_of(t) for pts in by_method.values() for t in pts if t["num_labeled"] == "all" and on_curve(t, pts)}
         ax.set_xscale("log")
         ax.set_xticks(ns)
-        ax.set_xticklabels([str(n) for n in ns])
+        ax.set_xticklabels([f"all ({n})" if n in alls and n not in
+                            {t["num_labeled"] for t in table} else str(n) for n in ns])
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlim(ns[0] / 1.5, ns[-1] * 1.5)
     ax.set_xlabel(f"{spec.unit} (N, log scale)")
@@ -343,9 +376,12 @@ def plot_training_curves(path: Path, out: Path, rows: list[dict]) -> None:
 
 # ----------------------------------------------------------------------------- plan and run
 
-def build_plan(args: argparse.Namespace, passthrough: list[str]) -> list[tuple[Path, Any]]:
+def build_plan(args: argparse.Namespace, passthrough: list[str],
+               sources: Optional[dict] = None) -> list[tuple[Path, Any]]:
     """(run folder, Config) for every run of the sweep, in run order (the ceiling last). Raises
-    ConfigError for a bad option, before anything runs."""
+    ConfigError for a bad option, before anything runs. ``sources``, if given, receives for each folder
+    what its Config is built from, (task, config file, overrides): a Config cannot be pickled (its
+    section classes are made at run time), so a run in another process rebuilds it from these."""
     task, config_file, overrides, want_help = parse_cli(passthrough)
     if want_help:
         raise ConfigError("--help after '--' is train_uda.py's: run scripts/train_uda.py --help to list its options")
@@ -362,9 +398,6 @@ def build_plan(args: argparse.Namespace, passthrough: list[str]) -> list[tuple[P
         if not Path(args.bt_file).expanduser().is_file():
             raise ConfigError(f"--bt_file '{args.bt_file}' does not exist; give the file of back-translated copies "
                               f"made by scripts/uda_augment.py")
-    bad = [n for n in args.num_labeled if n < 1]
-    if bad:
-        raise ConfigError(f"--num_labeled values must be >= 1, got {bad} (the ceiling method trains on all)")
     quick = TASKS[args.task].quick if args.quick else {}
     out = Path(args.out)
     runs: list[tuple[str, Optional[int], int]] = []
@@ -377,13 +410,14 @@ def build_plan(args: argparse.Namespace, passthrough: list[str]) -> list[tuple[P
     for method, n, seed in runs:
         folder = out / run_name(method, n, seed)
         run_over = {**overrides, **quick}
-        if n is not None:
-            run_over["data.num_labeled"] = str(n)
+        run_over["data.num_labeled"] = "0" if n is None else str(n)  # 0: every labelled example of the pool
         if args.reference_split_seed is not None and seed != args.reference_split_seed:
             run_over["data.id_order_file"] = "none"  # a random labelled set drawn from this seed
         run_over.update(method_overrides(method, args.bt_file, TASKS[args.task].plain))
         run_over.update({"seed": str(seed), "output_dir": str(folder), "report_to": "none"})
         plan.append((folder, build_config(args.task, config_file, run_over)))
+        if sources is not None:
+            sources[folder] = (args.task, config_file, run_over)
     return plan
 
 
@@ -391,7 +425,7 @@ def id_source(out: Path, n: int, seed: int) -> Optional[Path]:
     """The run folder (same N and seed) whose labeled_ids.txt / dev_ids.txt / config.yaml setfit reads:
     the first of ID_SOURCES, then any other ``uda*`` run, that holds all three files."""
     names = [run_name(m, n, seed) for m in ID_SOURCES]
-    names += sorted(p.name for p in out.glob(f"uda*-n{n}-seed{seed}") if p.name not in names)
+    names += sorted(p.name for p in out.glob(f"uda*-n{'all' if n is None else n}-seed{seed}") if p.name not in names)
     for name in names:
         folder = out / name
         if all((folder / f).is_file() for f in ("labeled_ids.txt", "dev_ids.txt", "config.yaml")):
@@ -434,13 +468,83 @@ def run_setfit(folder: Path, n: int, seed: int, args: argparse.Namespace) -> Opt
     return None if rc == 0 else f"setfit_baseline.py exited with status {rc} (command: {' '.join(cmd)})"
 
 
+def log_path(folder: Path) -> Path:
+    """Console output of a run started by run_parallel: <out>/<run name>.log."""
+    return folder.parent / f"{folder.name}.log"
+
+
+def _run_in_child(folder: str, source: tuple) -> Optional[str]:
+    """One run in a fresh process (``run_parallel``): one CPU thread, its console output appended to
+    ``<folder>.log`` beside the run folder (the trainer refuses a folder holding files it did not
+    write); an error message, or None."""
+    import os
+    import traceback
+
+    os.environ.setdefault("TQDM_MININTERVAL", "30")  # a progress line every 30 s in the log, not every 0.1 s
+    log = open(log_path(Path(folder)), "a", encoding="utf-8")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(log.fileno(), 1)  # file descriptors, so tqdm and native libraries write there too
+    os.dup2(log.fileno(), 2)
+    import torch
+
+    torch.set_num_threads(1)
+    from uda.train import train
+
+    try:
+        cfg = build_config(*source)
+        train(cfg, get_task(cfg.task))
+    except Exception as e:  # noqa: BLE001: reported by the parent with the run's name; the log has the trace
+        traceback.print_exc()
+        return f"{type(e).__name__}: {e}"
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return None
+
+
+def run_parallel(todo: list[tuple[int, Path, Any]], total: int, jobs: int, sources: dict) -> int:
+    """Runs ``todo`` (index, folder, Config; the Config rebuilt in the child from ``sources[folder]``,
+    see :func:`build_plan`) ``jobs`` at a time, each in a fresh spawned process
+    (nothing shared: its own CUDA context, its own random state); returns the number of failed runs.
+    A failed run is reported and the others go on (its folder keeps what it wrote: rerun the sweep to
+    continue it from its last checkpoint)."""
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the children: one thread each, `jobs` cores in all
+    os.environ["MKL_NUM_THREADS"] = "1"
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    failed = 0
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                             max_tasks_per_child=1) as pool:
+        futures = {}
+        for i, folder, _ in todo:
+            futures[pool.submit(_run_in_child, str(folder), sources[folder])] = (i, folder)
+            print(f"queued {folder.name} ({i}/{total}); output in {log_path(folder)}", flush=True)
+        for fut in as_completed(futures):
+            i, folder = futures[fut]
+            try:
+                err = fut.result()
+            except Exception as e:  # noqa: BLE001: the child died (killed, out of memory)
+                err = f"the run's process died: {type(e).__name__}: {e}"
+            if err:
+                failed += 1
+                print(f"error in {folder.name}: {err} (see {log_path(folder)})", file=sys.stderr, flush=True)
+            else:
+                print(f"done {folder.name} ({i}/{total})", flush=True)
+    return failed
+
+
 def parse_args(own: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                  usage="%(prog)s --task TASK --out DIR [options] [-- train_uda.py options]")
     ap.add_argument("--task", required=True, choices=sorted(TASKS), help="task of every run (and its metrics)")
     ap.add_argument("--out", required=True, help="folder for the runs and the summary")
-    ap.add_argument("--num_labeled", type=int, nargs="+", help="labelled-set sizes N (default: imdb 20 100 1000, "
-                                                               "squad_v2 64 256 1024)")
+    ap.add_argument("--num_labeled", type=parse_n, nargs="+",
+                    help="labelled-set sizes N, or 'all' for every labelled example of the pool (default: imdb "
+                         "20 100 1000, squad_v2 64 256 1024)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--methods", nargs="+", choices=METHODS,
                     help="default: imdb supervised uda_tfidf uda_bt ceiling; squad_v2 supervised uda")
@@ -449,6 +553,9 @@ def parse_args(own: list[str]) -> argparse.Namespace:
                     help="only this seed keeps the config's data.id_order_file (the reference labelled split); the "
                          "other seeds draw their labelled set at random from the seed. Default: every seed keeps "
                          "the config as it is")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="runs at once, each in its own process with one CPU thread and its output in "
+                         "<out>/<run name>.log (default 1: one after another, in this process)")
     ap.add_argument("--quick", action="store_true",
                     help="smoke-test sizes (4 steps, small dev/test/unlabelled subsets)")
     ap.add_argument("--summarize_only", action="store_true", help="only rebuild the summary from finished runs")
@@ -456,7 +563,22 @@ def parse_args(own: list[str]) -> argparse.Namespace:
     spec = TASKS[args.task]
     args.num_labeled = args.num_labeled or spec.default_num_labeled
     args.methods = list(dict.fromkeys(args.methods or spec.default_methods))
+    if args.jobs < 1:
+        ap.error(f"--jobs must be >= 1, got {args.jobs}")
     return args
+
+
+def parse_n(text: str) -> Optional[int]:
+    """A --num_labeled value: a positive integer, or 'all' (None: every labelled example of the pool)."""
+    if text.strip().lower() == "all":
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of labelled examples or 'all'") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n}: N must be >= 1, or 'all' for every labelled example of the pool")
+    return n
 
 
 def main(argv: list[str]) -> int:
@@ -466,7 +588,8 @@ def main(argv: list[str]) -> int:
     out = Path(args.out)
     if not args.summarize_only:
         try:
-            plan = build_plan(args, passthrough)
+            sources: dict = {}
+            plan = build_plan(args, passthrough, sources)
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -482,10 +605,16 @@ def main(argv: list[str]) -> int:
             return 2
         out.mkdir(parents=True, exist_ok=True)
         total = len(plan) + len(baselines)
+        todo = []
         for i, (folder, cfg) in enumerate(plan, start=1):
             if (folder / "results.json").exists():
                 print(f"skip {folder.name}: already finished", flush=True)
-                continue
+            else:
+                todo.append((i, folder, cfg))
+        if args.jobs > 1:
+            if run_parallel(todo, total, args.jobs, sources):
+                return 2
+        for i, folder, cfg in todo if args.jobs == 1 else []:
             print(f"run {folder.name} ({i}/{total})", flush=True)
             try:
                 train(cfg, get_task(cfg.task))

@@ -94,6 +94,30 @@ def test_few_label_script_quick(tiny_qa_model_dir, tiny_squad_file, tmp_path):  
     assert proc.stdout.count("already finished") == 4
 
 
+def test_sweep_runs_in_parallel_with_all_labels_and_the_answer_nothing_line(tiny_qa_model_dir, tiny_squad_file,  # noqa: F811
+                                                                             tmp_path):
+    """--jobs 2: each run in its own process, its output in <out>/<run>.log; --num_labeled all sits on the
+    curve at its number of questions; the summary names the answer-nothing F1 of the test questions."""
+    out = tmp_path / "sweep"
+    args = ["--task", "squad_v2", "--out", str(out), "--num_labeled", "8", "all", "--seeds", "0",
+            "--methods", "supervised", "--jobs", "2", "--quick", "--", *tiny_qa_args(tiny_qa_model_dir, tiny_squad_file)]
+    proc = run("sweep.py", args)
+    for name in ["supervised-n8-seed0", "supervised-nall-seed0"]:
+        assert (out / name / "results.json").exists(), name
+        assert f"done {name}" in proc.stdout
+        assert "run folder" in (out / f"{name}.log").read_text()  # the run's console output
+    summary = json.loads((out / "summary.json").read_text())
+    by_n = {t["num_labeled"]: t for t in summary["table"]}
+    pool = json.loads((out / "supervised-nall-seed0" / "results.json").read_text())["data"]["counts"]["labeled_pool"]
+    assert by_n["all"]["num_train"] == pool["questions"] and by_n[8]["num_train"] == 8
+    test = json.loads((out / "supervised-n8-seed0" / "results.json").read_text())["test"]
+    nothing = 100.0 * test["NoAns_total"] / test["total"]
+    assert by_n[8]["answer_nothing"] == pytest.approx(nothing)
+    assert f"answers none): {nothing:.2f}" in (out / "summary.md").read_text()
+    assert (out / "f1_vs_num_labeled.png").stat().st_size > 1000
+    assert "already finished" in run("sweep.py", args).stdout  # finished runs are not run again
+
+
 @pytest.mark.parametrize("bad,msg", [({"qa.doc_stride": "40"}, "qa.doc_stride"),
                                      ({"data.num_labeled": "500"}, "num_labeled")])
 def test_bad_settings_are_clear_errors(tiny_qa_model_dir, tiny_squad_file, bad, msg):  # noqa: F811

@@ -168,6 +168,31 @@ def test_finetune_and_ceiling_drop_the_recipes_extra_stages_and_tsa(tmp_path):
     assert cfg["ceiling-nall-seed0"].uda.tsa is None
 
 
+def test_num_labeled_all_runs_every_method_on_the_whole_pool(tmp_path, capsys):
+    """--num_labeled all: data.num_labeled 0 (every labelled example) for each method, folder -nall-."""
+    from benchmarks.sweep import build_plan, parse_args
+
+    args = parse_args(["--task", "squad_v2", "--out", str(tmp_path), "--num_labeled", "all", "64", "--seeds", "1",
+                       "--methods", "supervised", "uda"])
+    cfg = {folder.name: c for folder, c in build_plan(args, [])}
+    assert list(cfg) == ["supervised-nall-seed1", "uda-nall-seed1", "supervised-n64-seed1", "uda-n64-seed1"]
+    assert [cfg[n].data.num_labeled for n in cfg] == [0, 0, 64, 64]
+    assert cfg["uda-nall-seed1"].uda.lambda_u > 0 and cfg["supervised-nall-seed1"].uda.lambda_u == 0
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "many"])
+def test_num_labeled_bad_value_is_a_clear_error(tmp_path, capsys, bad):
+    with pytest.raises(SystemExit):
+        _main(["--task", "squad_v2", "--out", str(tmp_path), "--num_labeled", bad], capsys)
+    assert "'all'" in capsys.readouterr().err
+
+
+def test_jobs_must_be_positive(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        _main(["--task", "imdb", "--out", str(tmp_path), "--jobs", "0"], capsys)
+    assert "--jobs" in capsys.readouterr().err
+
+
 def test_summarize_only_without_runs(tmp_path, capsys):
     rc, err = _main(["--task", "imdb", "--out", str(tmp_path), "--summarize_only"], capsys)
     assert rc == 1 and "no finished runs" in err
