@@ -590,8 +590,10 @@ def fit(run: Run) -> None:
                             "train/examples_per_sec": st.window_examples / elapsed,
                             "train/steps_per_sec": st.window_steps / elapsed})
             run.logger.log(done, scalars)
+            # refresh=False: shown at the bar's next update, so its mininterval (TQDM_MININTERVAL) holds
             bar.set_postfix({name: f"{scalars[k]:.4f}" for name, k in
-                             (("loss", "train/loss"), ("sup", "sup/loss"), ("unsup", "unsup/loss")) if k in scalars})
+                             (("loss", "train/loss"), ("sup", "sup/loss"), ("unsup", "unsup/loss")) if k in scalars},
+                            refresh=False)
             st.window, st.window_steps, st.window_examples, window_t0 = {}, 0, 0, time.time()
         bar.update(1)
         at_eval = done % cfg.train.eval_every == 0 or done == cfg.train.max_steps

@@ -61,7 +61,7 @@ echo "setup done after $(( $(date +%s) - T0 )) s; sweeps get ${LEFT} s"
 ( sleep 90; echo "--- at 90 s:"; tail -c 400 $RES/qa_curve/supervised-nall-seed1.log; tail -c 300 $RES/qa_curve/uda_bt-nall-seed1.log;
   nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv; uptime ) &
 MON=$!
-wait %1 %2 2>/dev/null; wait
+wait %1 %2 2>/dev/null; kill $MON 2>/dev/null; wait
 echo "sweeps ended after $(( $(date +%s) - T0 )) s"
 for d in qa_curve qa_long4800; do $PY benchmarks/sweep.py --task squad_v2 --out $RES/$d --summarize_only > $RES/$d.summary.out 2>&1; done
 (cd $RES && tar czf $OUT/results.tgz --exclude='model' --exclude='checkpoints' --exclude='tensorboard' \
