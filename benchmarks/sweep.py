@@ -561,7 +561,8 @@ def parse_args(own: list[str]) -> argparse.Namespace:
     ap.add_argument("--summarize_only", action="store_true", help="only rebuild the summary from finished runs")
     args = ap.parse_args(own)
     spec = TASKS[args.task]
-    args.num_labeled = args.num_labeled or spec.default_num_labeled
+    args.num_labeled = list(dict.fromkeys(args.num_labeled or spec.default_num_labeled))  # a repeat would run twice
+    args.seeds = list(dict.fromkeys(args.seeds))
     args.methods = list(dict.fromkeys(args.methods or spec.default_methods))
     if args.jobs < 1:
         ap.error(f"--jobs must be >= 1, got {args.jobs}")
@@ -586,6 +587,7 @@ def main(argv: list[str]) -> int:
     own, passthrough = argv[:cut], argv[cut + 1:]
     args = parse_args(own)
     out = Path(args.out)
+    failed = 0
     if not args.summarize_only:
         try:
             sources: dict = {}
@@ -612,15 +614,19 @@ def main(argv: list[str]) -> int:
             else:
                 todo.append((i, folder, cfg))
         if args.jobs > 1:
-            if run_parallel(todo, total, args.jobs, sources):
-                return 2
-        for i, folder, cfg in todo if args.jobs == 1 else []:
-            print(f"run {folder.name} ({i}/{total})", flush=True)
-            try:
-                train(cfg, get_task(cfg.task))
-            except (ConfigError, DataError, OfflineError, CheckpointError, NonFiniteLossError) as e:
-                print(f"error in {folder.name}: {e}", file=sys.stderr)
-                return 2
+            failed = run_parallel(todo, total, args.jobs, sources)
+        else:
+            for i, folder, cfg in todo:
+                print(f"run {folder.name} ({i}/{total})", flush=True)
+                try:
+                    train(cfg, get_task(cfg.task))
+                except (ConfigError, DataError, OfflineError, CheckpointError, NonFiniteLossError) as e:
+                    print(f"error in {folder.name}: {e}", file=sys.stderr)
+                    return 2
+        if failed:  # the others finished: summarise them, but run no baseline on a missing run's ids
+            print(f"{failed} run(s) failed (above); the summary holds the finished runs only. Rerun the same "
+                  f"command to run what is missing", file=sys.stderr)
+            baselines = []
         for i, (folder, n, seed) in enumerate(baselines, start=len(plan) + 1):
             if (folder / "results.json").exists():
                 print(f"skip {folder.name}: already finished", flush=True)
@@ -638,7 +644,7 @@ def main(argv: list[str]) -> int:
     written = write_summary(out, rows, table, args.task)
     print((out / "summary.md").read_text(encoding="utf-8"))
     print("wrote " + ", ".join(str(p) for p in written))
-    return 0
+    return 2 if failed else 0
 
 
 if __name__ == "__main__":

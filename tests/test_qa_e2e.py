@@ -118,6 +118,22 @@ def test_sweep_runs_in_parallel_with_all_labels_and_the_answer_nothing_line(tiny
     assert "already finished" in run("sweep.py", args).stdout  # finished runs are not run again
 
 
+def test_parallel_sweep_reports_a_failed_run_and_summarises_the_others(tiny_qa_model_dir, tiny_squad_file,  # noqa: F811
+                                                                          tmp_path):
+    """--jobs 2 with one run that cannot start (more labelled questions than the pool holds): the error
+    names the run and its log, the finished run is summarised, and the exit status is 2."""
+    out = tmp_path / "sweep"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", UDA_DATA_PATH="")
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "sweep.py"), "--task", "squad_v2", "--out", str(out),
+                           "--num_labeled", "8", "5000", "--seeds", "0", "--methods", "supervised", "--jobs", "2",
+                           "--quick", "--", *tiny_qa_args(tiny_qa_model_dir, tiny_squad_file)],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "error in supervised-n5000-seed0: DataError" in proc.stderr and "supervised-n5000-seed0.log" in proc.stderr
+    assert "num_labeled" in (out / "supervised-n5000-seed0.log").read_text()  # the trace is in the run's log
+    assert "done supervised-n8-seed0" in proc.stdout and "| 8 | supervised | 1 |" in (out / "summary.md").read_text()
+
+
 @pytest.mark.parametrize("bad,msg", [({"qa.doc_stride": "40"}, "qa.doc_stride"),
                                      ({"data.num_labeled": "500"}, "num_labeled")])
 def test_bad_settings_are_clear_errors(tiny_qa_model_dir, tiny_squad_file, bad, msg):  # noqa: F811
