@@ -509,13 +509,28 @@ def run_parallel(todo: list[tuple[int, Path, Any]], total: int, jobs: int, sourc
     (nothing shared: its own CUDA context, its own random state); returns the number of failed runs.
     A failed run is reported and the others go on (its folder keeps what it wrote: rerun the sweep to
     continue it from its last checkpoint)."""
-    import multiprocessing
     import os
+
+    # inherited by the children (one thread each, `jobs` cores in all), and put back afterwards so that
+    # what this process starts later (the setfit baselines) gets the user's settings
+    one_thread = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    saved = {k: os.environ.get(k) for k in one_thread}
+    os.environ.update(one_thread)
+    try:
+        return _run_pool(todo, total, jobs, sources)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _run_pool(todo: list[tuple[int, Path, Any]], total: int, jobs: int, sources: dict) -> int:
+    """run_parallel's pool: submits every run, reports each as it ends; the number of failed runs."""
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the children: one thread each, `jobs` cores in all
-    os.environ["MKL_NUM_THREADS"] = "1"
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
     failed = 0
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                              max_tasks_per_child=1) as pool:
