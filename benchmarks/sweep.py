@@ -155,6 +155,13 @@ def _answer_nothing(test: dict) -> Optional[float]:
     return 100.0 * float(no_ans) / float(total) if total and no_ans is not None else None
 
 
+def _device(r: dict) -> Optional[str]:
+    """Where a run ran ("cpu", "cuda"): results.json's environment, or its first process's device
+    (runs of before 2026-12-04); None when neither is there."""
+    dev = (r.get("environment") or {}).get("device") or next(iter(r.get("processes") or []), {}).get("device")
+    return None if dev is None else str(dev).split(":")[0]
+
+
 def _n_key(n: Any) -> float:
     return math.inf if n == "all" else float(n)
 
@@ -181,7 +188,8 @@ def collect(out: Path, task: str) -> list[dict]:
         rows.append({"run": res.parent.name, "method": method, "num_labeled": n_val, "seed": seed_val,
                      **{m: r["test"].get(m) for m, _ in spec.metrics}, "num_train": _num_train(r),
                      "selected_step": r["selected_model"]["step"], "total_seconds": r.get("total_seconds"),
-                     "cpu_seconds": r.get("cpu_seconds"), "answer_nothing": _answer_nothing(r["test"])})
+                     "cpu_seconds": r.get("cpu_seconds"), "answer_nothing": _answer_nothing(r["test"]),
+                     "device": _device(r), "resumed": bool(r.get("resumed_at_steps"))})
     return rows
 
 
@@ -205,12 +213,23 @@ def summarize(rows: list[dict], task: str) -> list[dict]:
             vals = [float(r[m]) * spec.scale for r in rs if r[m] is not None]
             if vals:
                 entry[f"{m}_mean"], entry[f"{m}_std"] = mean_std(vals)
+        devices = sorted({r.get("device") or "-" for r in rs})
+        entry["devices"] = {d: sum((r.get("device") or "-") == d for r in rs) for d in devices}
         for key in ("total_seconds", "cpu_seconds"):  # cpu: a run resumed from an older checkpoint has none
-            secs = [float(r[key]) for r in rs if r.get(key) is not None]
-            if secs:
+            # wall time counts the last attempt only: a resumed run's would read as a fast run, and runs
+            # on a GPU and on a CPU do not average into anything; their raw values stay in summary.json
+            secs = [float(r[key]) for r in rs
+                    if r.get(key) is not None and not (key == "total_seconds" and r.get("resumed"))]
+            if secs and len(devices) == 1:
                 entry[f"{key}_mean"], entry[f"{key}_std"] = mean_std(secs)
         table.append(entry)
     return table
+
+
+def _ran_on(entry: dict) -> str:
+    """"cuda", or "cpu 1, cuda 2" for a row whose runs ran on different kinds of device."""
+    devices = entry.get("devices", {})
+    return next(iter(devices)) if len(devices) == 1 else ", ".join(f"{d} {k}" for d, k in devices.items())
 
 
 def write_summary(out: Path, rows: list[dict], table: list[dict], task: str) -> list[Path]:
@@ -221,12 +240,13 @@ def write_summary(out: Path, rows: list[dict], table: list[dict], task: str) -> 
         {"task": task, "units": f"table metrics in percent (results.json test value x {spec.scale:g}); runs: the raw "
                                 f"results.json values", "runs": rows, "table": table}, indent=2), encoding="utf-8")
     cols = ["method", "num_labeled", "seeds", "num_train"] + [f"{m}_{s}" for m in keys for s in ("mean", "std")]
+    cols.append("ran_on")
     with (out / "summary.csv").open("w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=cols)
         w.writeheader()
         for t in table:
-            w.writerow({c: t.get(c) for c in cols})
-    heads = [h for _, h in spec.metrics] + ["time (s)", "CPU (s)"]
+            w.writerow({**{c: t.get(c) for c in cols}, "ran_on": _ran_on(t)})
+    heads = [h for _, h in spec.metrics] + ["time (s)", "CPU (s)", "ran on"]
     lines = ["| N | method | seeds | " + " | ".join(heads) + " |", "|---" * (3 + len(heads)) + "|"]
     for t in table:
         cells = []
@@ -238,6 +258,7 @@ def write_summary(out: Path, rows: list[dict], table: list[dict], task: str) -> 
                 cells.append(f"{t[f'{m}_mean']:.{digits}f}")
             else:
                 cells.append(f"{t[f'{m}_mean']:.{digits}f} ± {t[f'{m}_std']:.{digits}f}")
+        cells.append(_ran_on(t))
         n = f"all ({t['num_train']})" if t["num_labeled"] == "all" else t["num_labeled"]
         lines.append(f"| {n} | {t['method']} | {t['seeds']} | " + " | ".join(cells) + " |")
     nothing = sorted({round(t["answer_nothing"], 2) for t in table if "answer_nothing" in t})
@@ -245,7 +266,8 @@ def write_summary(out: Path, rows: list[dict], table: list[dict], task: str) -> 
             f"{', '.join(f'{v:.2f}' for v in nothing)}." if nothing else "")
     (out / "summary.md").write_text(
         f"{spec.title}: test metrics in % (mean ± sample std over seeds, the value alone for a single seed; "
-        "model selected on dev). "
+        "model selected on dev). Time: wall seconds of runs that were not resumed, shown only where all "
+        "of a row's runs ran on one kind of device (\"ran on\"). "
         f"Runs and raw values: summary.json, summary.csv and each run's results.json.{note}\n\n"
         + "\n".join(lines) + "\n", encoding="utf-8")
     written = [out / "summary.json", out / "summary.csv", out / "summary.md"]

@@ -198,6 +198,39 @@ def test_summarize_only_without_runs(tmp_path, capsys):
     assert rc == 1 and "no finished runs" in err
 
 
+def test_summary_says_where_runs_ran_and_leaves_resumed_or_mixed_times_out(tmp_path):
+    """A curve finished on two machines: each row says where its runs ran; wall time is averaged only over
+    runs that were not resumed (their time covers the last attempt) and only within one kind of device."""
+    from benchmarks.sweep import collect, summarize, write_summary
+
+    def fake(name, device, seconds, resumed=(), env=True):
+        r = {"task": "imdb", "test": {"accuracy": 0.8, "macro_f1": 0.79}, "selected_model": {"step": 10},
+             "total_seconds": seconds, "cpu_seconds": 2 * seconds, "resumed_at_steps": list(resumed),
+             "processes": [{"rank": 0, "device": device}], "data": {"counts": {"train": 20}}}
+        if env:
+            r["environment"] = {"device": device.split(":")[0], "device_name": "x"}
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps(r))
+
+    fake("supervised-n20-seed1", "cuda:0", 100.0, env=False)  # a run of before the environment field
+    fake("supervised-n20-seed2", "cuda", 300.0, resumed=[50])
+    fake("supervised-n20-seed3", "cuda", 120.0)
+    fake("uda-n20-seed1", "cuda", 200.0)
+    fake("uda-n20-seed2", "cpu", 2000.0)
+    rows = collect(tmp_path, "imdb")
+    table = {t["method"]: t for t in summarize(rows, "imdb")}
+    sup, uda = table["supervised"], table["uda"]
+    assert sup["devices"] == {"cuda": 3} and uda["devices"] == {"cpu": 1, "cuda": 1}
+    assert sup["total_seconds_mean"] == pytest.approx(110.0)  # the resumed run's 300 s left out
+    assert sup["cpu_seconds_mean"] == pytest.approx(2 * (100 + 300 + 120) / 3)  # CPU time counts every attempt
+    assert "total_seconds_mean" not in uda and "cpu_seconds_mean" not in uda
+    write_summary(tmp_path, rows, list(table.values()), "imdb")
+    md = (tmp_path / "summary.md").read_text()
+    assert re.search(r"^\| 20 \| supervised \| 3 \| .* \| 110 ± 14 \| .* \| cuda \|$", md, flags=re.M), md
+    assert re.search(r"^\| 20 \| uda \| 2 \| .* \| - \| - \| cpu 1, cuda 1 \|$", md, flags=re.M), md
+    assert "cpu 1, cuda 1" in (tmp_path / "summary.csv").read_text()
+
+
 def test_num_labeled_zero_means_all_labelled(tiny_text_data):
     from tasks.qa_data import examples_from_official, few_label_split
     from tasks.text_data import load_text_classification

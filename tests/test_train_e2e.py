@@ -50,6 +50,10 @@ def test_train_uda_end_to_end(tiny_model_dir, tiny_text_data, tmp_path):
     assert results["test"]["num_examples"] == 60
     assert results["selected_model"]["by"] == "dev/accuracy"
     assert results["cpu_seconds"] > 0
+    import torch
+
+    env = results["environment"]  # where and with what it ran: a curve may mix machines
+    assert env["device"] == "cpu" and env["torch"] == torch.__version__ and "cores" in env["device_name"]
     from tasks.text_classification import TextClassificationTask
 
     assert set(TextClassificationTask.selectable_metrics) <= set(results["dev_history"][0])

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
 import shutil
 import time
 from contextlib import contextmanager, nullcontext
@@ -610,6 +611,19 @@ def fit(run: Run) -> None:
     st.train_seconds_before += time.time() - t_loop  # now the training time of the whole run
 
 
+def environment(device: torch.device) -> dict:
+    """What the run ran on and with, for results.json: runs of one curve may come from different
+    machines (a GPU box and a laptop), and a reader of the numbers must be able to tell them apart."""
+    import transformers
+
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+    else:
+        name = f"{platform.machine()} CPU, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
+    return {"device": device.type, "device_name": name, "python": platform.python_version(),
+            "torch": torch.__version__, "transformers": transformers.__version__}
+
+
 def cpu_seconds(run: Run) -> Optional[float]:
     """CPU seconds of the run so far: the attempts before this one, and this process since setup."""
     before = run.state.cpu_seconds_before
@@ -732,6 +746,7 @@ def finish(run: Run) -> dict:
         "cpu_seconds": None if cpu_seconds(run) is None else round(cpu_seconds(run), 1),
         "num_processes": acc.num_processes,
         "processes": processes,
+        "environment": environment(acc.device),
         "mixed_precision": acc.mixed_precision,  # accelerate's, as the run ends (setup checks it against the config)
         "nonfinite_skipped_steps": st.skipped,
         "resumed_at_steps": st.resumed_at,
