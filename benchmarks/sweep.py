@@ -59,6 +59,7 @@ import argparse
 import csv
 import json
 import math
+import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -516,6 +517,9 @@ def _run_in_child(folder: str, source: tuple) -> Optional[str]:
     try:
         cfg = build_config(*source)
         train(cfg, get_task(cfg.task))
+    except KeyboardInterrupt as e:  # the parent's SIGTERM (see _run_pool); RunStopped says what was saved
+        print(f"stopped: {e}", flush=True)
+        return f"{STOPPED}{e or 'before its training loop'}"
     except Exception as e:  # noqa: BLE001: reported by the parent with the run's name; the log has the trace
         traceback.print_exc()
         return f"{type(e).__name__}: {e}"
@@ -523,6 +527,19 @@ def _run_in_child(folder: str, source: tuple) -> Optional[str]:
         sys.stdout.flush()
         sys.stderr.flush()
     return None
+
+
+STOPPED = "stopped: "  # how _run_in_child reports a run that a stop request ended
+
+
+def _child_signals() -> None:
+    """A pool process's signal handling: Ctrl-C at the terminal reaches every process of the group, but
+    only the parent decides (it asks its running children to stop with SIGTERM, see _run_pool); SIGTERM
+    outside the training loop (which saves and stops on it) ends the run as a KeyboardInterrupt."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 def run_parallel(todo: list[tuple[int, Path, Any]], total: int, jobs: int, sources: dict) -> int:
@@ -549,28 +566,52 @@ def run_parallel(todo: list[tuple[int, Path, Any]], total: int, jobs: int, sourc
 
 
 def _run_pool(todo: list[tuple[int, Path, Any]], total: int, jobs: int, sources: dict) -> int:
-    """run_parallel's pool: submits every run, reports each as it ends; the number of failed runs."""
+    """run_parallel's pool: submits every run, reports each as it ends; the number of failed runs.
+    Ctrl-C or SIGTERM: the queued runs are dropped, the running ones asked to stop (SIGTERM: each saves a
+    checkpoint of the step it is in) and waited for, then RunStopped is raised."""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    import os
+    from concurrent.futures import CancelledError, ProcessPoolExecutor, as_completed
 
-    failed = 0
+    from uda.train import RunStopped
+
+    failed, stopping = 0, False
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                             max_tasks_per_child=1) as pool:
+                             max_tasks_per_child=1, initializer=_child_signals) as pool:
         futures = {}
         for i, folder, _ in todo:
             futures[pool.submit(_run_in_child, str(folder), sources[folder])] = (i, folder)
             print(f"queued {folder.name} ({i}/{total}); output in {log_path(folder)}", flush=True)
-        for fut in as_completed(futures):
-            i, folder = futures[fut]
+        pending = set(futures)
+        while pending:
             try:
-                err = fut.result()
-            except Exception as e:  # noqa: BLE001: the child died (killed, out of memory)
-                err = f"the run's process died: {type(e).__name__}: {e}"
-            if err:
-                failed += 1
-                print(f"error in {folder.name}: {err} (see {log_path(folder)})", file=sys.stderr, flush=True)
-            else:
-                print(f"done {folder.name} ({i}/{total})", flush=True)
+                for fut in as_completed(pending):
+                    pending.discard(fut)
+                    i, folder = futures[fut]
+                    try:
+                        err = fut.result()
+                    except CancelledError:
+                        continue  # queued when the stop came: it never started
+                    except Exception as e:  # noqa: BLE001: the child died (killed, out of memory)
+                        err = f"the run's process died: {type(e).__name__}: {e}"
+                    if err and err.startswith(STOPPED):
+                        print(f"stopped {folder.name}: {err[len(STOPPED):]}", flush=True)
+                    elif err:
+                        failed += 1
+                        print(f"error in {folder.name}: {err} (see {log_path(folder)})", file=sys.stderr, flush=True)
+                    else:
+                        print(f"done {folder.name} ({i}/{total})", flush=True)
+            except KeyboardInterrupt:
+                if stopping:
+                    raise  # a second Ctrl-C: leave at once
+                stopping = True
+                print("stopping: queued runs dropped, running runs asked to save and stop ...", flush=True)
+                for fut in pending:
+                    fut.cancel()  # only those not started yet
+                for child in multiprocessing.active_children():
+                    os.kill(child.pid, signal.SIGTERM)
+    if stopping:
+        raise RunStopped(f"the sweep was stopped; {failed} run(s) failed before", signal.SIGINT)
     return failed
 
 
@@ -619,6 +660,10 @@ def parse_n(text: str) -> Optional[int]:
     return n
 
 
+_RESUME_NOTE = ("sweep stopped. Run the same command again: finished runs are skipped, stopped ones continue "
+                "from their last checkpoint")
+
+
 def main(argv: list[str]) -> int:
     cut = argv.index("--") if "--" in argv else len(argv)
     own, passthrough = argv[:cut], argv[cut + 1:]
@@ -635,7 +680,7 @@ def main(argv: list[str]) -> int:
         from uda.checkpoint import CheckpointError
         from uda.data import DataError
         from uda.hub import OfflineError
-        from uda.train import NonFiniteLossError, train
+        from uda.train import NonFiniteLossError, RunStopped, train
 
         try:
             baselines = setfit_plan(args)
@@ -651,7 +696,11 @@ def main(argv: list[str]) -> int:
             else:
                 todo.append((i, folder, cfg))
         if args.jobs > 1:
-            failed = run_parallel(todo, total, args.jobs, sources)
+            try:
+                failed = run_parallel(todo, total, args.jobs, sources)
+            except RunStopped:
+                print(_RESUME_NOTE, file=sys.stderr)
+                return 128 + signal.SIGINT
         else:
             for i, folder, cfg in todo:
                 print(f"run {folder.name} ({i}/{total})", flush=True)
@@ -660,6 +709,10 @@ def main(argv: list[str]) -> int:
                 except (ConfigError, DataError, OfflineError, CheckpointError, NonFiniteLossError) as e:
                     print(f"error in {folder.name}: {e}", file=sys.stderr)
                     return 2
+                except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM; RunStopped says what was saved
+                    print(f"stopped {folder.name}: {e or 'before its training loop'}", file=sys.stderr)
+                    print(_RESUME_NOTE, file=sys.stderr)
+                    return 128 + getattr(e, "signum", signal.SIGINT)
         if failed:  # the others finished: summarise them, but run no baseline on a missing run's ids
             print(f"{failed} run(s) failed (above); the summary holds the finished runs only. Rerun the same "
                   f"command to run what is missing", file=sys.stderr)
@@ -685,4 +738,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    # `kill`, `timeout` or a scheduler's SIGTERM stops the sweep as Ctrl-C does: the run under way saves
+    # a checkpoint of its step, and the same command continues it
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     sys.exit(main(sys.argv[1:]))

@@ -44,13 +44,16 @@ def train_main(argv: Optional[list[str]] = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
-    from uda.train import NonFiniteLossError, train
+    from uda.train import NonFiniteLossError, RunStopped, train
 
     try:
         train(cfg, get_task(cfg.task))
     except (ConfigError, DataError, OfflineError, CheckpointError, NonFiniteLossError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except RunStopped as e:
+        print(f"stopped: {e}", file=sys.stderr)
+        return 128 + e.signum  # what a shell reports for a process the signal ended
     return 0
 
 

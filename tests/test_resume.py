@@ -101,6 +101,55 @@ def test_resumed_run_equals_uninterrupted_run(model_dir, tiny_text_data, tmp_pat
           f"losses identical: {[la['train/loss'] for la in a] == [lb['train/loss'] for lb in b]}")
 
 
+class SignalledTask(InterruptedTask):
+    """The real task; the process receives ``signals`` while it collates labelled batch number ``at``
+    (as Ctrl-C or a scheduler's SIGTERM arrive in the middle of a step)."""
+
+    def __init__(self, at: int, signals: tuple) -> None:
+        super().__init__(at)
+        self.signals = signals
+
+    def collate_labeled(self, examples):
+        self.calls += 1
+        if self.calls == self.at:
+            for sig in self.signals:
+                signal.raise_signal(sig)
+        return self.inner.collate_labeled(examples)
+
+
+def test_sigterm_stops_after_the_step_with_its_checkpoint_and_the_rerun_finishes_alike(model_dir, tiny_text_data,
+                                                                                       tmp_path):
+    from uda.train import RunStopped
+
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    expected = run(tiny_config(model_dir, tiny_text_data, straight, **_options()))
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    with pytest.raises(RunStopped) as info:  # step 5 is no checkpoint step (3, 4, 6 are): the stop saves it
+        run(tiny_config(model_dir, tiny_text_data, stopped, **_options()), SignalledTask(5, (signal.SIGTERM,)))
+    assert info.value.signum == signal.SIGTERM
+    msg = str(info.value)
+    assert "SIGTERM after step 5 of 8" in msg and "step-00000005" in msg and "same command again" in msg
+    assert checkpoint.latest(stopped / "checkpoints").step == 5
+    assert not (stopped / "results.json").exists()
+    assert {sig: signal.getsignal(sig) for sig in handlers} == handlers  # put back
+    results = run(tiny_config(model_dir, tiny_text_data, stopped, **_options()))
+    assert results["resumed_at_steps"] == [5]
+    assert [line["step"] for line in training_lines(stopped)] == list(range(1, 9))
+    assert results["dev_history"] == expected["dev_history"] and results["test"] == expected["test"]
+
+
+def test_a_second_ctrl_c_stops_at_once(model_dir, tiny_text_data, tmp_path):
+    from uda.train import RunStopped
+
+    out = tmp_path / "run"
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    with pytest.raises(KeyboardInterrupt) as info:
+        run(tiny_config(model_dir, tiny_text_data, out, **_options()), SignalledTask(5, (signal.SIGINT, signal.SIGINT)))
+    assert not isinstance(info.value, RunStopped)
+    assert checkpoint.latest(out / "checkpoints").step == 4  # nothing saved for the step it was in
+    assert {sig: signal.getsignal(sig) for sig in handlers} == handlers
+
+
 def test_resume_with_another_select_metric_reranks_the_kept_checkpoints(model_dir, tiny_text_data, tmp_path):
     out = tmp_path / "run"
     opts = dict(_options(), **{"eval.select_metric": "accuracy", "checkpoint.keep_top_k": 3})
@@ -181,3 +230,22 @@ def test_sigkill_during_save_keeps_previous_checkpoint(model_dir, tiny_text_data
     assert [h["step"] for h in results["dev_history"]] == [2, 4, 6]
     assert [line["step"] for line in training_lines(out)] == list(range(1, 7))
     assert not (root / ".tmp-step-00000004").exists()
+
+
+def test_train_script_exits_143_on_sigterm_with_the_checkpoint_named(model_dir, tiny_text_data, tmp_path):
+    out = tmp_path / "run"
+    args = _script_args(model_dir, tiny_text_data, out)
+    args[args.index("--train.max_steps") + 1] = "5000"
+    args[args.index("--train.eval_every") + 1] = "5000"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, str(REPO / "scripts" / "train_uda.py"), *args], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not ((out / "metrics.jsonl").is_file() and (out / "metrics.jsonl").stat().st_size > 0):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-3000:]
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    step = checkpoint.latest(out / "checkpoints").step
+    assert 0 < step < 5000 and f"stopped: training stopped by SIGTERM after step {step} of 5000" in stderr

@@ -102,6 +102,42 @@ def test_quick_imdb_sweep_summary_plots_and_resume(tiny_model_dir, tiny_text_dat
     assert "| all (184) | ceiling | 2 |" in (out / "summary.md").read_text()
 
 
+def test_a_stopped_parallel_sweep_saves_its_running_runs_and_the_same_command_finishes_them(tiny_model_dir,
+                                                                                            tiny_text_data, tmp_path):
+    """SIGINT to the sweep alone (as `timeout -s INT` sends it): the running runs are asked to stop, each
+    saves a checkpoint of the step it is in, the sweep exits 130; the same command continues them."""
+    import signal
+    import time
+
+    out = tmp_path / "sweep"
+    cmd = [sys.executable, str(REPO / "benchmarks" / "sweep.py"), "--task", "imdb", "--out", str(out),
+           "--num_labeled", "20", "--seeds", "0", "1", "--methods", "supervised", "--jobs", "2", "--",
+           "--model.name_or_path", str(tiny_model_dir), "--data.path", str(tiny_text_data), "--data.dev_size", "16",
+           "--model.max_length", "16", "--train.batch_size", "4", "--train.max_steps", "1200", "--train.log_every",
+           "1", "--train.eval_every", "1200", "--train.warmup_steps", "1", "--checkpoint.every_minutes", "none"]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", UDA_DATA_PATH="")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    runs = [out / "supervised-n20-seed0", out / "supervised-n20-seed1"]
+    deadline = time.time() + 300
+    while not all((r / "metrics.jsonl").is_file() and (r / "metrics.jsonl").stat().st_size > 0 for r in runs):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stdout + stderr
+    from uda import checkpoint
+
+    for r in runs:
+        assert f"stopped {r.name}: training stopped by SIGTERM after step" in stdout, stdout
+        step = checkpoint.latest(r / "checkpoints").step
+        assert 0 < step < 1200 and not (r / "results.json").exists()
+    assert "Run the same command again" in stderr
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr[-3000:]
+    for r in runs:
+        assert json.loads((r / "results.json").read_text())["resumed_at_steps"], r
+
+
 def _main(args, capsys):
     from benchmarks.sweep import main
 

@@ -21,6 +21,8 @@ import math
 import os
 import platform
 import shutil
+import signal
+import threading
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -50,6 +52,16 @@ RESUME_MAY_DIFFER = ("checkpoint.", "overwrite", "output_dir", "report_to", "tra
 
 class NonFiniteLossError(RuntimeError):
     """The loss was NaN/inf for too many steps in a row; the message names the last good checkpoint."""
+
+
+class RunStopped(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped training after the step it was in, whose checkpoint was saved; running
+    the same command again continues from it. A KeyboardInterrupt, so that nothing that catches
+    errors (a sweep going on to its next run) mistakes a stop for a failed run."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
 
 
 class BatchStream:
@@ -289,6 +301,7 @@ class LoopState:
     cpu_seconds_before: Optional[float] = 0.0
     resumed_at: list = field(default_factory=list)
     aligner: Optional[ClassAligner] = None  # distribution alignment's state (None: off)
+    stop_signal: int = 0  # SIGINT/SIGTERM received during the loop (0: none); never saved
 
 
 @dataclass
@@ -521,94 +534,123 @@ def fit(run: Run) -> None:
     if run.restore_rng is not None:  # last, so that nothing between here and the first step draws from the RNGs
         task.load_state_dict(run.restore_rng["task"])
         checkpoint.set_rng_state(run.restore_rng["rng"])
-    for step in range(st.step, cfg.train.max_steps):
-        progress = step / cfg.train.max_steps
-        threshold = tsa_threshold(cfg.uda.tsa, progress, task.tsa_num_classes)  # logged as sup/tsa_threshold
-        lambda_u = cfg.uda.lambda_u * ramp(step, cfg.uda.lambda_u_ramp_steps)
-        alignment = st.aligner.weights().to(accelerator.device) if st.aligner is not None else None
-        step_ok, step_stats, class_log_probs = True, {}, []
-        for micro in range(accum):
-            # gradients are synchronised across processes only on the last micro-batch
-            with nullcontext() if micro == accum - 1 else accelerator.no_sync(model):
-                idx_l = next(run.labeled)
-                batch_l = _to(task.collate_labeled([run.data.train[i] for i in idx_l]), accelerator.device)
-                st.drawn["labeled"] += len(idx_l)
-                views, hidden = None, None
-                if use_uda:
-                    unl = take(run.data.unlabeled, next(run.unlabeled))
-                    ori, aug = task.collate_unlabeled(unl)
-                    views = (_to(ori, accelerator.device), _to(aug, accelerator.device))
-                    st.drawn["unlabeled"] += len(unl)
-                    hidden = task.hidden_labels(unl) if hasattr(task, "hidden_labels") else None
-                # one autocast context over the step's forward passes: the weights are cast to the compute
-                # dtype once and reused (accelerate's per-forward autocast alone casts them for every pass)
-                with accelerator.autocast():
-                    out: StepOutput = uda_step(task, model, batch_l, views,
-                                               tsa=lambda k: tsa_threshold(cfg.uda.tsa, progress, k),
-                                               lambda_u=lambda_u, temperature=cfg.uda.temperature,
-                                               confidence=cfg.uda.confidence, hard=cfg.uda.target == "hard",
-                                               alignment=alignment, hidden_labels=hidden)
-                if not _finite_everywhere(out.loss, accelerator):
-                    step_ok = False  # a NaN/inf loss never reaches the weights: the whole step is skipped
-                    break
-                accelerator.backward(out.loss / accum)
-            if out.class_log_probs is not None:
-                class_log_probs.append(out.class_log_probs)
-            for k, v in out.stats.items():
-                step_stats[k] = step_stats.get(k, 0.0) + v / accum
-        if step_ok and cfg.train.max_grad_norm is not None:
-            grad_norm = float(accelerator.clip_grad_norm_(model.parameters(), cfg.train.max_grad_norm))
-            step_stats["train/grad_norm"] = grad_norm
-            # an overflow in the backward pass (fp16's grad scaler skips such steps by itself)
-            step_ok = math.isfinite(grad_norm) or accelerator.scaler is not None
-        if step_ok and st.aligner is not None:
-            st.aligner.update(_gathered(torch.cat(class_log_probs), accelerator))
-        if step_ok:
-            run.optimizer.step()
-            if not accelerator.optimizer_step_was_skipped:
-                run.scheduler.step()
-            st.bad_run = 0
-            for k, v in step_stats.items():
-                st.window[k] = st.window.get(k, 0.0) + v
-            st.window_steps += 1
-            st.window_examples += examples_per_step
-        else:
-            st.skipped, st.bad_run = st.skipped + 1, st.bad_run + 1
-        run.optimizer.zero_grad(set_to_none=True)
-        done = st.step = step + 1
-        if cfg.train.max_nonfinite_steps is not None and st.bad_run >= cfg.train.max_nonfinite_steps:
-            bar.close()
-            raise _nonfinite_error(run, done)
+    with _stop_requests(st):  # Ctrl-C / SIGTERM: stop after this step, with its checkpoint
+        for step in range(st.step, cfg.train.max_steps):
+            progress = step / cfg.train.max_steps
+            threshold = tsa_threshold(cfg.uda.tsa, progress, task.tsa_num_classes)  # logged as sup/tsa_threshold
+            lambda_u = cfg.uda.lambda_u * ramp(step, cfg.uda.lambda_u_ramp_steps)
+            alignment = st.aligner.weights().to(accelerator.device) if st.aligner is not None else None
+            step_ok, step_stats, class_log_probs = True, {}, []
+            for micro in range(accum):
+                # gradients are synchronised across processes only on the last micro-batch
+                with nullcontext() if micro == accum - 1 else accelerator.no_sync(model):
+                    idx_l = next(run.labeled)
+                    batch_l = _to(task.collate_labeled([run.data.train[i] for i in idx_l]), accelerator.device)
+                    st.drawn["labeled"] += len(idx_l)
+                    views, hidden = None, None
+                    if use_uda:
+                        unl = take(run.data.unlabeled, next(run.unlabeled))
+                        ori, aug = task.collate_unlabeled(unl)
+                        views = (_to(ori, accelerator.device), _to(aug, accelerator.device))
+                        st.drawn["unlabeled"] += len(unl)
+                        hidden = task.hidden_labels(unl) if hasattr(task, "hidden_labels") else None
+                    # one autocast context over the step's forward passes: the weights are cast to the compute
+                    # dtype once and reused (accelerate's per-forward autocast alone casts them for every pass)
+                    with accelerator.autocast():
+                        out: StepOutput = uda_step(task, model, batch_l, views,
+                                                   tsa=lambda k: tsa_threshold(cfg.uda.tsa, progress, k),
+                                                   lambda_u=lambda_u, temperature=cfg.uda.temperature,
+                                                   confidence=cfg.uda.confidence, hard=cfg.uda.target == "hard",
+                                                   alignment=alignment, hidden_labels=hidden)
+                    if not _finite_everywhere(out.loss, accelerator):
+                        step_ok = False  # a NaN/inf loss never reaches the weights: the whole step is skipped
+                        break
+                    accelerator.backward(out.loss / accum)
+                if out.class_log_probs is not None:
+                    class_log_probs.append(out.class_log_probs)
+                for k, v in out.stats.items():
+                    step_stats[k] = step_stats.get(k, 0.0) + v / accum
+            if step_ok and cfg.train.max_grad_norm is not None:
+                grad_norm = float(accelerator.clip_grad_norm_(model.parameters(), cfg.train.max_grad_norm))
+                step_stats["train/grad_norm"] = grad_norm
+                # an overflow in the backward pass (fp16's grad scaler skips such steps by itself)
+                step_ok = math.isfinite(grad_norm) or accelerator.scaler is not None
+            if step_ok and st.aligner is not None:
+                st.aligner.update(_gathered(torch.cat(class_log_probs), accelerator))
+            if step_ok:
+                run.optimizer.step()
+                if not accelerator.optimizer_step_was_skipped:
+                    run.scheduler.step()
+                st.bad_run = 0
+                for k, v in step_stats.items():
+                    st.window[k] = st.window.get(k, 0.0) + v
+                st.window_steps += 1
+                st.window_examples += examples_per_step
+            else:
+                st.skipped, st.bad_run = st.skipped + 1, st.bad_run + 1
+            run.optimizer.zero_grad(set_to_none=True)
+            done = st.step = step + 1
+            if cfg.train.max_nonfinite_steps is not None and st.bad_run >= cfg.train.max_nonfinite_steps:
+                bar.close()
+                raise _nonfinite_error(run, done)
 
-        if done % cfg.train.log_every == 0 or done == cfg.train.max_steps:
-            elapsed = max(time.time() - window_t0, 1e-9)
-            scalars = _mean_over_processes({k: v / max(st.window_steps, 1) for k, v in st.window.items()},
-                                           accelerator)
-            scalars = ratios_from_counts(scalars)
-            scalars.update({"sup/tsa_threshold": threshold, "train/lr": run.scheduler.get_last_lr()[0],
-                            **({"unsup/lambda_u": lambda_u} if use_uda else {}),
-                            "train/nonfinite_skipped": st.skipped,
-                            "train/examples_per_sec": st.window_examples / elapsed,
-                            "train/steps_per_sec": st.window_steps / elapsed})
-            run.logger.log(done, scalars)
-            # refresh=False: shown at the bar's next update, so its mininterval (TQDM_MININTERVAL) holds
-            bar.set_postfix({name: f"{scalars[k]:.4f}" for name, k in
-                             (("loss", "train/loss"), ("sup", "sup/loss"), ("unsup", "unsup/loss")) if k in scalars},
-                            refresh=False)
-            st.window, st.window_steps, st.window_examples, window_t0 = {}, 0, 0, time.time()
-        bar.update(1)
-        at_eval = done % cfg.train.eval_every == 0 or done == cfg.train.max_steps
-        t_pause = time.time()
-        metric = evaluate_dev(run, done) if at_eval else None
-        every = cfg.checkpoint.every_steps
-        due = at_eval or (every is not None and done % every == 0) or _minutes_due(run, last_save)
-        if due and st.bad_run == 0:
-            # never during a run of skipped steps: the last good one stays latest
-            save_checkpoint(run, done, metric, st.train_seconds_before + time.time() - t_loop)
-            last_save = run.clock()
-        window_t0 += time.time() - t_pause  # evaluation and checkpoint time is not training throughput
+            if done % cfg.train.log_every == 0 or done == cfg.train.max_steps:
+                elapsed = max(time.time() - window_t0, 1e-9)
+                scalars = _mean_over_processes({k: v / max(st.window_steps, 1) for k, v in st.window.items()},
+                                               accelerator)
+                scalars = ratios_from_counts(scalars)
+                scalars.update({"sup/tsa_threshold": threshold, "train/lr": run.scheduler.get_last_lr()[0],
+                                **({"unsup/lambda_u": lambda_u} if use_uda else {}),
+                                "train/nonfinite_skipped": st.skipped,
+                                "train/examples_per_sec": st.window_examples / elapsed,
+                                "train/steps_per_sec": st.window_steps / elapsed})
+                run.logger.log(done, scalars)
+                # refresh=False: shown at the bar's next update, so its mininterval (TQDM_MININTERVAL) holds
+                shown = (("loss", "train/loss"), ("sup", "sup/loss"), ("unsup", "unsup/loss"))
+                bar.set_postfix({name: f"{scalars[k]:.4f}" for name, k in shown if k in scalars}, refresh=False)
+                st.window, st.window_steps, st.window_examples, window_t0 = {}, 0, 0, time.time()
+            bar.update(1)
+            at_eval = done % cfg.train.eval_every == 0 or done == cfg.train.max_steps
+            t_pause = time.time()
+            metric = evaluate_dev(run, done) if at_eval else None
+            every = cfg.checkpoint.every_steps
+            minutes_due, stop = _decisions(run, last_save)
+            due = at_eval or (every is not None and done % every == 0) or minutes_due or stop
+            if due and st.bad_run == 0:
+                # never during a run of skipped steps: the last good one stays latest
+                save_checkpoint(run, done, metric, st.train_seconds_before + time.time() - t_loop)
+                last_save = run.clock()
+            if stop:
+                bar.close()
+                raise _stopped(run, done)
+            window_t0 += time.time() - t_pause  # evaluation and checkpoint time is not training throughput
     bar.close()
     st.train_seconds_before += time.time() - t_loop  # now the training time of the whole run
+
+
+@contextmanager
+def _stop_requests(st: LoopState) -> Iterator[None]:
+    """While the loop runs, SIGINT (Ctrl-C) and SIGTERM (a scheduler's stop, ``timeout``, a preempted
+    machine) ask it to stop after the step under way, with a checkpoint of that step, instead of
+    losing everything since the last save. A second Ctrl-C stops at once. The handlers in place before
+    are put back afterwards. Signals reach only the main thread: elsewhere nothing is changed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def request(signum: int, frame: Any) -> None:
+        if signum == signal.SIGINT and st.stop_signal == signal.SIGINT:
+            raise KeyboardInterrupt  # the second Ctrl-C: no waiting for the step
+        st.stop_signal = st.stop_signal or signum
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in before:
+        signal.signal(sig, request)
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def environment(device: torch.device) -> dict:
@@ -630,18 +672,32 @@ def cpu_seconds(run: Run) -> Optional[float]:
     return None if before is None else before + time.process_time() - run.cpu_start
 
 
-def _minutes_due(run: Run, last_save: float) -> bool:
-    """checkpoint.every_minutes have passed since the last save. Every process must decide alike (a
-    save gathers from all of them), so the main process's clock decides for all."""
+def _decisions(run: Run, last_save: float) -> tuple[bool, bool]:
+    """(checkpoint.every_minutes have passed since the last save, a stop was requested). Every process
+    must decide alike (a save gathers from all of them), so the main process's clock and signals
+    decide for all."""
     minutes = run.cfg.checkpoint.every_minutes
-    if minutes is None:
-        return False
-    due = torch.tensor([float(run.clock() - last_save >= 60.0 * minutes)], device=run.accelerator.device)
+    flags = torch.tensor([float(minutes is not None and run.clock() - last_save >= 60.0 * minutes),
+                          float(run.state.stop_signal != 0)], device=run.accelerator.device)
     if run.accelerator.num_processes > 1:
         from accelerate.utils import broadcast
 
-        due = broadcast(due, from_process=0)
-    return bool(due.item())
+        flags = broadcast(flags, from_process=0)
+    return bool(flags[0].item()), bool(flags[1].item())
+
+
+def _stopped(run: Run, done: int) -> RunStopped:
+    st = run.state
+    signum = st.stop_signal or signal.SIGTERM  # another process of the run received it
+    last = checkpoint.latest(run.ckpt_root)
+    if st.bad_run == 0 and last is not None and last.step == done:
+        kept = f"its checkpoint is saved in '{last.path}'"
+    else:  # a run of non-finite steps is never saved: the last good checkpoint stays latest
+        kept = (f"the steps since the last good checkpoint were skipped as non-finite, so it was not saved; "
+                f"{'the last good one is ' + repr(str(last.path)) if last else 'no checkpoint had been written yet'}")
+    return RunStopped(f"training stopped by {signal.Signals(signum).name} after step {done} of "
+                      f"{run.cfg.train.max_steps}: {kept}. Run the same command again to continue from it "
+                      f"(output folder '{run.run_dir}').", signum)
 
 
 def _gathered(rows: torch.Tensor, accelerator: Any) -> torch.Tensor:
