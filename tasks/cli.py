@@ -54,7 +54,19 @@ def train_main(argv: Optional[list[str]] = None) -> int:
     except RunStopped as e:
         print(f"stopped: {e}", file=sys.stderr)
         return 128 + e.signum  # what a shell reports for a process the signal ended
+    finally:
+        _close_process_group()
     return 0
+
+
+def _close_process_group() -> None:
+    """Several processes (accelerate launch, torchrun): leave the process group before the interpreter
+    exits, as accelerate's ``end_training`` does. Left to the interpreter's teardown, a gloo group can
+    abort one process ("terminate called without an active exception", SIGABRT) after a finished run."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():  # finish() ended with every process waiting for all
+        dist.destroy_process_group()
 
 
 def unlabeled_pool(task: str, config_file: Optional[str] = None,
