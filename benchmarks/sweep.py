@@ -536,8 +536,6 @@ def _child_signals() -> None:
     """A pool process's signal handling: Ctrl-C at the terminal reaches every process of the group, but
     only the parent decides (it asks its running children to stop with SIGTERM, see _run_pool); SIGTERM
     outside the training loop (which saves and stops on it) ends the run as a KeyboardInterrupt."""
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from pathlib import Path
 
 import numpy as np
@@ -270,7 +271,11 @@ def test_resumed_logs_continue_without_gap_or_repeat(tmp_path):
     for step in range(1, 6):
         first.log(step, {"train/loss": float(step)})
     assert first.lines == 5
-    # killed after step 5; the checkpoint was at step 3, when metrics.jsonl had 3 lines
+    # killed after step 5; the checkpoint was at step 3, when metrics.jsonl had 3 lines. A resumed run
+    # starts in a later second: event files are named <seconds>.<host>.<pid>.<writer count> and read in
+    # name order, so two writers of one process in one second would be read in the order of their
+    # counts as text (".10" before ".9" once a test session has made ten writers)
+    time.sleep(1.1)
     second = MetricsLogger(tmp_path, tensorboard=True, enabled=True, resume_step=3, keep_lines=3)
     assert second.lines == 3
     for step in range(4, 7):

@@ -677,12 +677,13 @@ def _decisions(run: Run, last_save: float) -> tuple[bool, bool]:
     must decide alike (a save gathers from all of them), so the main process's clock and signals
     decide for all."""
     minutes = run.cfg.checkpoint.every_minutes
-    flags = torch.tensor([float(minutes is not None and run.clock() - last_save >= 60.0 * minutes),
-                          float(run.state.stop_signal != 0)], device=run.accelerator.device)
-    if run.accelerator.num_processes > 1:
-        from accelerate.utils import broadcast
+    due = minutes is not None and run.clock() - last_save >= 60.0 * minutes
+    stop = run.state.stop_signal != 0
+    if run.accelerator.num_processes == 1:
+        return due, stop
+    from accelerate.utils import broadcast
 
-        flags = broadcast(flags, from_process=0)
+    flags = broadcast(torch.tensor([float(due), float(stop)], device=run.accelerator.device), from_process=0)
     return bool(flags[0].item()), bool(flags[1].item())
 
 
