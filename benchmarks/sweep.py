@@ -519,7 +519,7 @@ def _run_in_child(folder: str, source: tuple) -> Optional[str]:
         train(cfg, get_task(cfg.task))
     except KeyboardInterrupt as e:  # the parent's SIGTERM (see _run_pool); RunStopped says what was saved
         print(f"stopped: {e}", flush=True)
-        return f"{STOPPED}{e or 'before its training loop'}"
+        return f"{STOPPED}{str(e) or 'stopped at once; its last checkpoint stands'}"
     except Exception as e:  # noqa: BLE001: reported by the parent with the run's name; the log has the trace
         traceback.print_exc()
         return f"{type(e).__name__}: {e}"
@@ -708,7 +708,7 @@ def main(argv: list[str]) -> int:
                     print(f"error in {folder.name}: {e}", file=sys.stderr)
                     return 2
                 except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM; RunStopped says what was saved
-                    print(f"stopped {folder.name}: {e or 'before its training loop'}", file=sys.stderr)
+                    print(f"stopped {folder.name}: {str(e) or 'stopped at once; its last checkpoint stands'}", file=sys.stderr)
                     print(_RESUME_NOTE, file=sys.stderr)
                     return 128 + getattr(e, "signum", signal.SIGINT)
         if failed:  # the others finished: summarise them, but run no baseline on a missing run's ids
