@@ -708,7 +708,8 @@ def main(argv: list[str]) -> int:
                     print(f"error in {folder.name}: {e}", file=sys.stderr)
                     return 2
                 except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM; RunStopped says what was saved
-                    print(f"stopped {folder.name}: {str(e) or 'stopped at once; its last checkpoint stands'}", file=sys.stderr)
+                    said = str(e) or "stopped at once; its last checkpoint stands"
+                    print(f"stopped {folder.name}: {said}", file=sys.stderr)
                     print(_RESUME_NOTE, file=sys.stderr)
                     return 128 + getattr(e, "signum", signal.SIGINT)
         if failed:  # the others finished: summarise them, but run no baseline on a missing run's ids
