@@ -61,6 +61,7 @@ import json
 import math
 import signal
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -214,14 +215,13 @@ def summarize(rows: list[dict], task: str) -> list[dict]:
             vals = [float(r[m]) * spec.scale for r in rs if r[m] is not None]
             if vals:
                 entry[f"{m}_mean"], entry[f"{m}_std"] = mean_std(vals)
-        devices = sorted({r.get("device") or "-" for r in rs})
-        entry["devices"] = {d: sum((r.get("device") or "-") == d for r in rs) for d in devices}
+        entry["devices"] = dict(sorted(Counter(r.get("device") or "-" for r in rs).items()))
         for key in ("total_seconds", "cpu_seconds"):  # cpu: a run resumed from an older checkpoint has none
             # wall time counts the last attempt only: a resumed run's would read as a fast run, and runs
             # on a GPU and on a CPU do not average into anything; their raw values stay in summary.json
             secs = [float(r[key]) for r in rs
                     if r.get(key) is not None and not (key == "total_seconds" and r.get("resumed"))]
-            if secs and len(devices) == 1:
+            if secs and len(entry["devices"]) == 1:
                 entry[f"{key}_mean"], entry[f"{key}_std"] = mean_std(secs)
         table.append(entry)
     return table

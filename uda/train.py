@@ -616,13 +616,13 @@ def fit(run: Run) -> None:
             every = cfg.checkpoint.every_steps
             minutes_due, stop = _decisions(run, last_save)
             due = at_eval or (every is not None and done % every == 0) or minutes_due or stop
-            if due and st.bad_run == 0:
-                # never during a run of skipped steps: the last good one stays latest
+            saved = due and st.bad_run == 0  # never during a run of skipped steps: the last good one stays latest
+            if saved:
                 save_checkpoint(run, done, metric, st.train_seconds_before + time.time() - t_loop)
                 last_save = run.clock()
             if stop:
                 bar.close()
-                raise _stopped(run, done)
+                raise _stopped(run, done, saved)
             window_t0 += time.time() - t_pause  # evaluation and checkpoint time is not training throughput
     bar.close()
     st.train_seconds_before += time.time() - t_loop  # now the training time of the whole run
@@ -687,15 +687,13 @@ def _decisions(run: Run, last_save: float) -> tuple[bool, bool]:
     return bool(flags[0].item()), bool(flags[1].item())
 
 
-def _stopped(run: Run, done: int) -> RunStopped:
-    st = run.state
-    signum = st.stop_signal or signal.SIGTERM  # another process of the run received it
-    last = checkpoint.latest(run.ckpt_root)
-    if st.bad_run == 0 and last is not None and last.step == done:
-        kept = f"its checkpoint is saved in '{last.path}'"
-    else:  # a run of non-finite steps is never saved: the last good checkpoint stays latest
-        kept = (f"the steps since the last good checkpoint were skipped as non-finite, so it was not saved; "
-                f"{'the last good one is ' + repr(str(last.path)) if last else 'no checkpoint had been written yet'}")
+def _stopped(run: Run, done: int, saved: bool) -> RunStopped:
+    signum = run.state.stop_signal or signal.SIGTERM  # another process of the run received it
+    if saved:
+        kept = f"its checkpoint is saved in '{run.ckpt_root / checkpoint.name_for(done)}'"
+    else:
+        kept = f"its steps since the last good checkpoint were skipped as non-finite, so nothing was saved; " \
+               f"{_last_good(run)}"
     return RunStopped(f"training stopped by {signal.Signals(signum).name} after step {done} of "
                       f"{run.cfg.train.max_steps}: {kept}. Run the same command again to continue from it "
                       f"(output folder '{run.run_dir}').", signum)
@@ -706,10 +704,14 @@ def _gathered(rows: torch.Tensor, accelerator: Any) -> torch.Tensor:
     return accelerator.gather(rows.to(accelerator.device)) if accelerator.num_processes > 1 else rows
 
 
-def _nonfinite_error(run: Run, done: int) -> NonFiniteLossError:
+def _last_good(run: Run) -> str:
     last = checkpoint.latest(run.ckpt_root)
-    kept = f"the last good checkpoint is '{last.path}' (step {last.step})" if last else \
+    return f"the last good checkpoint is '{last.path}' (step {last.step})" if last else \
         "no checkpoint had been written yet"
+
+
+def _nonfinite_error(run: Run, done: int) -> NonFiniteLossError:
+    kept = _last_good(run)
     bad = run.state.bad_run
     return NonFiniteLossError(
         f"the loss (or gradient norm) was NaN/inf for {bad} steps in a row (steps {done - bad + 1}-"
