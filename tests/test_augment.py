@@ -89,17 +89,25 @@ def _transformers_basic_tokenizer():
     return BasicTokenizer(do_lower_case=True, tokenize_chinese_chars=False)
 
 
+AWKWARD_ALPHABET = (
+    [chr(c) for c in range(128)] * 3
+    + list("éÉàçñÑøßİıﬁ\u0301\u0308\u0327\u00a0\u2003\u200b\u2028\u0085\ufffd\u00ad\u037e\u00b7")
+    + list("\u201c\u201d\u2019\u2014\u00bf\u00a1\u3002\u4e2d\u6587\uac00\u1100\u1161\u0bca\u0bbe\u212b")
+    + ["\U0001f600", "\U0001d400", "\u0000"]
+)
+
+
+def awkward_strings(count: int, seed: int = 0):
+    """Random strings of 0-39 characters: ASCII (controls included), accents and combining marks, odd
+    spaces and separators, CJK, Hangul, Tamil, astral symbols and NUL."""
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        yield "".join(rng.choice(AWKWARD_ALPHABET, size=int(rng.integers(0, 40))).tolist())
+
+
 def test_basic_tokenize_equals_transformers_basic_tokenizer_on_awkward_strings():
     ref = _transformers_basic_tokenizer()
-    alphabet = (
-        [chr(c) for c in range(128)] * 3
-        + list("éÉàçñÑøßİıﬁ\u0301\u0308\u0327\u00a0\u2003\u200b\u2028\u0085\ufffd\u00ad\u037e\u00b7")
-        + list("\u201c\u201d\u2019\u2014\u00bf\u00a1\u3002\u4e2d\u6587\uac00\u1100\u1161\u0bca\u0bbe\u212b")
-        + ["\U0001f600", "\U0001d400", "\u0000"]
-    )
-    rng = np.random.default_rng(0)
-    for _ in range(3000):
-        text = "".join(rng.choice(alphabet, size=int(rng.integers(0, 40))).tolist())
+    for text in awkward_strings(3000):
         assert basic_tokenize(text) == ref.tokenize(text), repr(text)
 
 

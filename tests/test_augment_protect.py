@@ -33,7 +33,8 @@ from augment.text_ops import (
 from augment.word_level import WordNet, load_word_vectors
 from augment.word_replace import TfIdfWordReplacement, UniformWordReplacement, fit_tfidf_stats, replacement_probs
 from tests.conftest import require_resource, shared_data_dir
-from tests.test_augment_word_level import write_glove, write_tiny_wordnet
+from tests.test_augment import awkward_strings
+from tests.test_augment_word_level import write_glove, write_tiny_wordnet, write_wordnet
 
 METHODS = ("tf_idf", "unif", "wordnet", "swap", "delete", "embedding")
 
@@ -127,15 +128,7 @@ def test_cased_reference_tokens_for_accents_and_non_ascii():
 
 
 def test_reference_mask_aligns_with_word_tokenize_on_awkward_strings():
-    alphabet = (
-        [chr(c) for c in range(128)] * 3
-        + list("éÉàçñÑøßİıﬁ\u0301\u0308\u0327\u00a0\u2003\u200b\u2028\u0085\ufffd\u00ad\u037e\u00b7")
-        + list("\u201c\u201d\u2019\u2014\u00bf\u00a1\u3002\u4e2d\u6587\uac00\u1100\u1161\u0bca\u0bbe\u212b")
-        + ["\U0001f600", "\U0001d400", "\u0000"]
-    )
-    rng = np.random.default_rng(0)
-    for _ in range(2000):
-        text = "".join(rng.choice(alphabet, size=int(rng.integers(0, 40))).tolist())
+    for text in awkward_strings(2000):
         tokens, mask = reference_protected_tokens(text)
         assert tokens == word_tokenize(text) and len(mask) == len(tokens), repr(text)
         cleaned = text_ops.clean_web_text(text)
@@ -197,30 +190,6 @@ QA_CORPUS = QUESTIONS + [
     "Who went to the city without a ticket?",
     "the film was good and the plot was fine",
 ]
-
-
-def write_wordnet(folder: Path, synsets: dict[str, list[list[str]]]) -> Path:
-    """WordNet database files (the format of tests/test_augment_word_level.write_tiny_wordnet)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for pos_name, pos in (("noun", "n"), ("verb", "v"), ("adj", "a"), ("adv", "r")):
-        header = "  1 test WordNet\n"
-        offsets, lines = [], []
-        pos_offset = len(header.encode())
-        for words in synsets.get(pos_name, []):
-            offsets.append(pos_offset)
-            line = f"{pos_offset:08d} 03 {pos} {len(words):02x} " + " ".join(f"{w} 0" for w in words) + " 000 | g  \n"
-            lines.append(line)
-            pos_offset += len(line.encode())
-        (folder / f"data.{pos_name}").write_text(header + "".join(lines), encoding="utf-8")
-        senses: dict[str, list[int]] = {}
-        for words, off in zip(synsets.get(pos_name, []), offsets):
-            for w in words:
-                senses.setdefault(w.split("(")[0].lower(), []).append(off)
-        index = header + "".join(
-            f"{lemma} {pos} {len(offs)} 1 @ {len(offs)} 0 " + " ".join(f"{o:08d}" for o in offs) + "  \n"
-            for lemma, offs in sorted(senses.items()))
-        (folder / f"index.{pos_name}").write_text(index, encoding="utf-8")
-    return folder
 
 
 # synonyms of the questions' words, some of them protected words (which must never be inserted)

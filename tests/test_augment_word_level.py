@@ -27,21 +27,21 @@ from tests.conftest import require_resource
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
 
 
-def write_tiny_wordnet(folder: Path) -> Path:
-    """WordNet database files in the real format (byte offsets in the index point into data files)."""
+TINY_SYNSETS = {
+    "noun": [["movie", "film", "flick"], ["plot", "story_line"], ["film", "photographic_film"]],
+    "adj": [["good", "fine"], ["good(a)", "beneficial"]],
+}
+
+
+def write_wordnet(folder: Path, synsets: dict[str, list[list[str]]]) -> Path:
+    """WordNet database files in the real format (byte offsets in the index point into data files):
+    one synset per list of words, by part of speech ("noun", "verb", "adj", "adv"; missing ones empty)."""
     folder.mkdir(parents=True, exist_ok=True)
-    synsets = {
-        "noun": [["movie", "film", "flick"], ["plot", "story_line"], ["film", "photographic_film"]],
-        "adj": [["good", "fine"], ["good(a)", "beneficial"]],
-        "verb": [],
-        "adv": [],
-    }
-    for pos_name, pos in (("noun", "n"), ("adj", "a"), ("verb", "v"), ("adv", "r")):
+    for pos_name, pos in (("noun", "n"), ("verb", "v"), ("adj", "a"), ("adv", "r")):
         header = "  1 tiny test WordNet\n"
-        offsets = []
-        lines = []
+        offsets, lines = [], []
         pos_offset = len(header.encode())
-        for words in synsets[pos_name]:
+        for words in synsets.get(pos_name, []):
             offsets.append(pos_offset)
             body = " ".join(f"{w} 0" for w in words)
             line = f"{pos_offset:08d} 03 {pos} {len(words):02x} {body} 000 | a gloss  \n"
@@ -49,7 +49,7 @@ def write_tiny_wordnet(folder: Path) -> Path:
             pos_offset += len(line.encode())
         (folder / f"data.{pos_name}").write_text(header + "".join(lines), encoding="utf-8")
         senses: dict[str, list[int]] = {}
-        for words, off in zip(synsets[pos_name], offsets):
+        for words, off in zip(synsets.get(pos_name, []), offsets):
             for w in words:
                 senses.setdefault(w.split("(")[0].lower(), []).append(off)
         index = header + "".join(
@@ -58,6 +58,10 @@ def write_tiny_wordnet(folder: Path) -> Path:
         (folder / f"index.{pos_name}").write_text(index, encoding="utf-8")
     (folder / "index.sense").write_text("", encoding="utf-8")  # Debian's wordnet-sense-index ships the real one
     return folder
+
+
+def write_tiny_wordnet(folder: Path) -> Path:
+    return write_wordnet(folder, TINY_SYNSETS)
 
 
 @pytest.fixture(scope="module")
