@@ -4,6 +4,7 @@
     pip install .                      # or a wheel built by `pip wheel --no-deps -w dist .`
     uda-train --task imdb ...          # = python scripts/train_uda.py
     uda-augment ...                    # = python scripts/uda_augment.py
+    uda-qa-start ...                   # = python scripts/build_qa_start.py
 
 The top-level ``configs/`` folder (``<task>.yaml`` and ``recipes/*.yaml``) is installed inside the uda
 package as ``uda/configs/`` (package ``uda.configs``, mapped onto ``configs/`` by ``package_dir``), so an
@@ -63,6 +64,7 @@ setup(
         "console_scripts": [
             "uda-train = tasks.cli:train_main",
             "uda-augment = tasks.cli:augment_main",
+            "uda-qa-start = tasks.qa_start:main",
         ],
     },
 )

@@ -90,12 +90,13 @@ for bad in ("tests/", "configs/", "benchmarks/", "scripts/"):
     if any(n.startswith(bad) for n in names):
         errors.append(f"unexpected top-level {bad} in the wheel")
 ep = next((zipfile.ZipFile(whl).read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt")), "")
-for cmd in ("uda-train = tasks.cli:train_main", "uda-augment = tasks.cli:augment_main"):
+for cmd in ("uda-train = tasks.cli:train_main", "uda-augment = tasks.cli:augment_main",
+            "uda-qa-start = tasks.qa_start:main"):
     if cmd not in ep:
         errors.append(f"entry point missing: {cmd}")
 if errors:
     sys.exit("wheel contents: " + "; ".join(errors))
-print(f"    {len(names)} files; {len(configs)} configs under uda/configs/; entry points uda-train, uda-augment")
+print(f"    {len(names)} files; {len(configs)} configs under uda/configs/; entry points uda-train, uda-augment, uda-qa-start")
 EOF
 
 step "fresh venv ($VENV_PYTHON -m venv) and $TORCH_SPEC first"
@@ -145,6 +146,9 @@ grep -q -- "--train.max_steps" "$LOG" || fail "uda-train --help does not list --
 step "uda-augment --help"
 "$BIN/uda-augment" --help >"$LOG" 2>&1 || fail "uda-augment --help exited $?"
 grep -qi "usage" "$LOG" || fail "uda-augment --help prints no usage"
+step "uda-qa-start --help"
+"$BIN/uda-qa-start" --help >"$LOG" 2>&1 || fail "uda-qa-start --help exited $?"
+grep -qi "usage" "$LOG" || fail "uda-qa-start --help prints no usage"
 
 step "tiny BERT and tiny data"
 # A 2-layer BERT (hidden 32) with a word-level vocab (as tests/conftest.py), and jsonl data of a

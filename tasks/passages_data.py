@@ -257,7 +257,7 @@ def first_segments(tokenizer: Any, questions: Sequence[str], titles: Sequence[st
     qs = clip_questions(tokenizer, questions, max_question_length)
     if max_title_length == 0:
         return qs
-    ts = clip_questions(tokenizer, titles, max_title_length)
+    ts = clip_questions(tokenizer, titles, max_title_length, mark=False)
     sep = tokenizer.sep_token or "|"
     return [f"{q} {sep} {t}" if t else q for q, t in zip(qs, ts)]
 
@@ -272,7 +272,7 @@ def encode_pairs(tokenizer: Any, firsts: Sequence[str], texts: Sequence[str], ma
     build_features (a passage longer than the window is cut), with ``ctx_mask`` (True at context
     tokens) and ``offsets`` (character spans in the passage text; None elsewhere)."""
     examples = [{"question": q, "context": t} for q, t in zip(firsts, texts)]
-    feats = build_features(tokenizer, examples, max_length, 0, budget, with_labels=False)
+    feats = build_features(tokenizer, examples, max_length, 0, budget, with_labels=False, mark=False)
     first: list[Optional[dict]] = [None] * len(examples)
     for f in feats:
         if first[f["example_index"]] is None:

@@ -26,6 +26,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from tasks.qa_synthetic import QUESTION_SUFFIX, QUESTION_TOKEN
 from uda.data import DataError, resolve_data_path
 from uda.hub import hub_reachable
 
@@ -61,7 +62,7 @@ def examples_from_official(obj: Any, source: str) -> list[dict]:
     return out
 
 
-def _find_json(path: Path) -> Path:
+def find_squad_json(path: Path) -> Path:
     if path.is_file():
         return path
     if not path.is_dir():
@@ -77,7 +78,7 @@ def _find_json(path: Path) -> Path:
 
 
 def load_squad_file(path: str | Path) -> list[dict]:
-    p = _find_json(Path(path).expanduser())
+    p = find_squad_json(Path(path).expanduser())
     try:
         obj = json.loads(p.read_text(encoding="utf-8-sig"))
     except (OSError, UnicodeDecodeError) as e:
@@ -128,7 +129,7 @@ def load_squad_examples(data_cfg: Any) -> tuple[list[dict], str]:
     path = resolve_data_path(data_cfg)
     if path:
         examples = load_squad_file(path)
-        source = str(_find_json(Path(path).expanduser()))
+        source = str(find_squad_json(Path(path).expanduser()))
     else:
         hub_id = data_cfg.hub_id or SQUAD_V2_HUB_ID
         examples = load_squad_hub(hub_id)
@@ -267,19 +268,32 @@ def start_held_out(model_path: str | Path, articles: dict) -> None:
 
 # ----------------------------------------------------------------------------- features
 
-def clip_questions(tokenizer: Any, questions: Sequence[str], max_question_length: int) -> list[str]:
+def question_suffix(tokenizer: Any) -> str:
+    """`` [QUESTION].`` when the tokenizer knows the ``[QUESTION]`` token (a start built by
+    ``uda-qa-start``, whose synthetic questions point at their answer from that token), else ''."""
+    unk = tokenizer.unk_token_id
+    tid = tokenizer.convert_tokens_to_ids(QUESTION_TOKEN)
+    return QUESTION_SUFFIX if tid is not None and tid != unk else ""
+
+
+def clip_questions(tokenizer: Any, questions: Sequence[str], max_question_length: int,
+                   mark: bool = True) -> list[str]:
     """Questions without leading whitespace (some SQuAD questions have a lot), cut to at most
-    ``max_question_length`` tokens (cut at a token boundary of the original text)."""
+    ``max_question_length`` tokens (cut at a token boundary of the original text). With ``mark`` and a
+    tokenizer that knows ``[QUESTION]`` (:func:`question_suffix`), each question then ends in
+    `` [QUESTION].``, inside the same token budget."""
+    suffix = question_suffix(tokenizer) if mark else ""
+    budget = max(1, max_question_length - (len(tokenizer.tokenize(suffix)) if suffix else 0))
     out = [q.lstrip() for q in questions]
     enc = tokenizer(out, add_special_tokens=False, return_offsets_mapping=True)
     for i, offsets in enumerate(enc["offset_mapping"]):
-        if len(offsets) > max_question_length:
-            out[i] = out[i][:offsets[max_question_length - 1][1]]
-    return out
+        if len(offsets) > budget:
+            out[i] = out[i][:offsets[budget - 1][1]]
+    return [q.rstrip() + suffix for q in out] if suffix else out
 
 
 def build_features(tokenizer: Any, examples: Sequence[dict], max_length: int, doc_stride: int,
-                   max_question_length: int, with_labels: bool) -> list[dict]:
+                   max_question_length: int, with_labels: bool, mark: bool = True) -> list[dict]:
     """Tokenise (question, context) pairs into features; a long context becomes several windows.
 
     ``doc_stride`` is the number of context tokens consecutive windows share (the ``stride`` of
@@ -287,7 +301,8 @@ def build_features(tokenizer: Any, examples: Sequence[dict], max_length: int, do
     ``token_type_ids`` (when the tokenizer makes them), ``example_index``, ``id`` (the question's id,
     when the example has one: a run's ``labeled_ids.txt`` is written from it), ``offsets`` (the
     character span of each token in the context; None for question, special and padding tokens) and
-    ``span_mask`` (True at position 0, the no-answer slot, and at context tokens). With labels:
+    ``span_mask`` (True at position 0, the no-answer slot, and at context tokens). ``mark``: questions
+    end in `` [QUESTION].`` when the tokenizer knows that token (:func:`clip_questions`). With labels:
     ``start_position``/``end_position`` of the first gold answer's tokens, both 0 (the first token)
     when the question is unanswerable or the answer is not wholly inside this window, and
     ``answerable`` (1 when this window holds the answer, else 0).
@@ -296,7 +311,7 @@ def build_features(tokenizer: Any, examples: Sequence[dict], max_length: int, do
         raise ValueError("QA features need a fast tokenizer (offset mappings)")
     if tokenizer.padding_side != "right":
         raise ValueError("QA features need a tokenizer that pads on the right (the question comes first)")
-    questions = clip_questions(tokenizer, [e["question"] for e in examples], max_question_length)
+    questions = clip_questions(tokenizer, [e["question"] for e in examples], max_question_length, mark)
     enc = tokenizer(questions, [e["context"] for e in examples], truncation="only_second", max_length=max_length,
                     stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True)
     features = []

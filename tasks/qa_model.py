@@ -81,8 +81,13 @@ def span_model_from_pretrained(name_or_path: str, dropout: Optional[float] = Non
 
 def build_qa_model(name_or_path: str, dropout: Optional[float] = None, trust_remote_code: bool = False) \
         -> QAWithAnswerability:
-    """A new reader from a pretrained encoder (the span and answerability heads start untrained)."""
-    return QAWithAnswerability(span_model_from_pretrained(name_or_path, dropout, trust_remote_code), dropout)
+    """A new reader from a pretrained encoder (the span and answerability heads start untrained), or
+    from a reader this library saved (a QA start from ``uda-qa-start``, a squad_v2 run's model): then
+    both heads start from its trained weights."""
+    model = QAWithAnswerability(span_model_from_pretrained(name_or_path, dropout, trust_remote_code), dropout)
+    if (Path(name_or_path) / HEAD_CONFIG).is_file():
+        load_heads(model, Path(name_or_path), ("answerability",))
+    return model
 
 
 def load_qa_model(path: str | Path, trust_remote_code: bool = False) -> QAWithAnswerability:
