@@ -64,7 +64,7 @@ setup(
         "console_scripts": [
             "uda-train = tasks.cli:train_main",
             "uda-augment = tasks.cli:augment_main",
-            "uda-qa-start = tasks.qa_start:main",
+            "uda-qa-start = tasks.qa.start:main",
         ],
     },
 )

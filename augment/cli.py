@@ -29,7 +29,7 @@ Methods (join with '+' to chain, e.g. apertium+tf_idf = back-translate, then TF-
   nlpaug:NAME  an nlpaug augmenter: an alias (keyboard, ocr, random_char, spelling, random_word, split,
              contextual, ...) or a class (char.KeyboardAug, word.SpellingAug, ...), its keyword arguments
              as JSON in --nlpaug_args, e.g. --method nlpaug:keyboard+tf_idf --nlpaug_args '{"aug_char_p": 0.1}';
-             seeded per text, so as deterministic as the others. Which work offline: docs/nlpaug.md
+             seeded per text, so as deterministic as the others. Which work offline: docs/augmentation.md
 
 Protected words (--protect, for question answering): the word-level methods never replace, delete
 or move negations (not, never, no, n't, ...), wh-words (what, which, who, ...), numbers (any token
@@ -90,7 +90,7 @@ def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
 
     m = ap.add_argument_group("augmentation")
     m.add_argument("--method", default="tf_idf",
-                   help=f"one of {', '.join(METHODS)}, or nlpaug:NAME (docs/nlpaug.md), or several joined by "
+                   help=f"one of {', '.join(METHODS)}, or nlpaug:NAME (docs/augmentation.md), or several joined by "
                         f"'+' (default: tf_idf)")
     m.add_argument("--copies", type=int, default=2, help="augmented copies per text (default: 2)")
     m.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")

@@ -228,7 +228,7 @@ class TableRows:
 class SequenceRows:
     """A sequence of ``{"id", "text"}`` dicts that gives its texts' hashes (``text_hashes()``), its texts in
     order (``texts()``) and, optionally, the texts at given positions (``texts_at``), as
-    ``tasks.text_data.UnlabeledPool`` does: read as it goes, never held."""
+    ``tasks.text.data.UnlabeledPool`` does: read as it goes, never held."""
 
     def __init__(self, pool: Any, source: str, limit: Optional[int] = None):
         self.pool, self.source = pool, source

@@ -1,4 +1,4 @@
-"""nlpaug augmenters as augmentation methods: ``nlpaug:keyboard``, ``nlpaug:char.OcrAug``, ... (docs/nlpaug.md).
+"""nlpaug augmenters as augmentation methods: ``nlpaug:keyboard``, ``nlpaug:char.OcrAug``, ... (docs/augmentation.md).
 
 nlpaug (1.1.11) draws its random numbers from the global ``random`` and ``numpy.random`` states (and
 ``torch``'s for the masked-LM augmenters); it takes no generator. :class:`NlpaugAugmenter` makes it

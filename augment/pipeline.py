@@ -702,7 +702,7 @@ def augment_file(
 ) -> dict:
     """Augment ``inputs`` (files) or ``rows`` and write the precomputed file, reading and writing as it goes.
     ``rows``: (id, text) pairs, or a sequence of ``{"id", "text"}`` dicts with ``text_hashes()`` and
-    ``texts()`` such as a task's unlabelled pool (``tasks.text_data.UnlabeledPool``, read from disk as
+    ``texts()`` such as a task's unlabelled pool (``tasks.text.data.UnlabeledPool``, read from disk as
     needed), named ``input_name`` and described by ``source``. ``scale``: the options of
     :func:`augment_texts` that say how the work is done (chunk_size, workers, cache_dir, rank, world_size,
     progress), passed on as they are.

@@ -5,7 +5,7 @@ named stages, each taking the options it knows (``p`` and ``protect`` go to ever
 The same ``(method, options)`` pair rebuilds the same augmenter in a worker process.
 
 A stage ``nlpaug:NAME`` is an nlpaug augmenter (an alias such as ``nlpaug:keyboard`` or a class such as
-``nlpaug:char.KeyboardAug``; :mod:`augment.nlpaug_adapter`, docs/nlpaug.md), taking its keyword
+``nlpaug:char.KeyboardAug``; :mod:`augment.nlpaug_adapter`, docs/augmentation.md), taking its keyword
 arguments from the option ``nlpaug_args`` (a JSON object) and seeded per text from the rng.
 """
 
@@ -69,7 +69,7 @@ OPTION_HELP: dict[str, tuple[Any, str]] = {
     "max_len_change": (0.5, "back-translation: keep the original when lengths differ by more than this fraction"),
     "nlpaug_args": (None, "nlpaug:NAME stages: JSON object of keyword arguments for the nlpaug class, e.g. "
                           "'{\"aug_char_p\": 0.1}' (with several nlpaug stages, one object per stage keyed by NAME); "
-                          "see docs/nlpaug.md"),
+                          "see docs/augmentation.md"),
 }
 
 
@@ -189,7 +189,7 @@ def parse_method(method: str) -> list[str]:
             check_stage(m)
         elif m not in METHODS:
             raise ValueError(f"unknown augmentation method {m!r}; choose from {', '.join(METHODS)}, or nlpaug:NAME "
-                             f"(docs/nlpaug.md) (join several with '+', e.g. apertium+tf_idf)")
+                             f"(docs/augmentation.md) (join several with '+', e.g. apertium+tf_idf)")
     return stages
 
 

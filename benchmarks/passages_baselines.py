@@ -3,7 +3,7 @@
 
 * **BM25 top-1 + single-passage reader**: each question's first retrieved passage, read by a reader
   trained with ``--task squad_v2`` (span head, answerability head, the no-answer decision of
-  tasks/qa_postprocess.py), its no-answer threshold fitted on the run's dev questions read the same
+  tasks/qa/postprocess.py), its no-answer threshold fitted on the run's dev questions read the same
   way, then applied to test;
 * **answer-nothing**: "" for every question.
 
@@ -31,8 +31,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tasks  # noqa: E402,F401 (registers the built-in tasks)
-from tasks.qa_data import start_held_out  # noqa: E402
-from tasks.squad_metric import squad_v2_metrics  # noqa: E402
+from tasks.qa.data import start_held_out  # noqa: E402
+from tasks.qa.metric import squad_v2_metrics  # noqa: E402
 from uda.config import build_config  # noqa: E402
 from uda.data import DataError  # noqa: E402
 from uda.io import atomic_write_json  # noqa: E402
@@ -64,9 +64,9 @@ def answer_nothing(records: list[dict]) -> dict[str, float]:
 def main() -> None:
     from accelerate import Accelerator
 
-    from tasks.passages import PassagesTask
-    from tasks.qa import QATask
-    from uda.train import kept_accelerate_state
+    from tasks.passages.task import PassagesTask
+    from tasks.qa.task import QATask
+    from uda.devices import kept_accelerate_state
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", required=True, help="a finished --task passages run folder")

@@ -30,9 +30,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tasks  # noqa: E402,F401 (registers the built-in tasks)
-from tasks.qa import QATask, model_inputs  # noqa: E402
-from tasks.qa_data import collate_features  # noqa: E402
-from tasks.qa_model import build_qa_model, load_qa_model  # noqa: E402
+from tasks.qa.task import QATask, model_inputs  # noqa: E402
+from tasks.qa.data import collate_features  # noqa: E402
+from tasks.qa.model import build_qa_model, load_qa_model  # noqa: E402
 from uda.config import build_config  # noqa: E402
 from uda.io import atomic_write_json  # noqa: E402
 

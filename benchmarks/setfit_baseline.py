@@ -140,7 +140,7 @@ class Labels:
 
 def select(rows: list[dict], ids: list[str], id_file: Path, data_files: list[Path], labels: Labels) -> list[dict]:
     """The rows of ``ids`` in the id file's order, texts cleaned; an id not in the data is an error."""
-    from tasks.text_classification import clean_text
+    from tasks.text.task import clean_text
 
     by_id = {}
     for r in rows:
@@ -208,7 +208,7 @@ def load_inputs(args: argparse.Namespace) -> dict:
         raise BaselineError(f"id '{overlap[0]}' is in both '{labeled_file}' and '{dev_file}' "
                             f"({len(overlap)} shared ids); dev must be held out")
 
-    from tasks.text_classification import clean_text
+    from tasks.text.task import clean_text
 
     seed = args.seed if args.seed is not None else int(cfg.get("seed", 42))
     test = [{"id": r["id"], "text": clean_text(r["text"] or ""), "label": labels(r["label"], f"'{test_path}' id "
@@ -216,7 +216,7 @@ def load_inputs(args: argparse.Namespace) -> dict:
             for r in test_rows]
     max_test = args.max_test if args.max_test is not None else data_cfg.get("max_test")
     if max_test is not None and 0 <= int(max_test) < len(test):
-        from tasks.text_data import test_subset  # the trainer's subset: balanced, drawn from the run's seed
+        from tasks.text.data import test_subset  # the trainer's subset: balanced, drawn from the run's seed
 
         keep = test_subset([r["label"] for r in test], max(r["label"] for r in test) + 1, int(max_test), seed)
         test = [test[i] for i in keep]
@@ -243,7 +243,7 @@ def metrics(model: Any, rows: list[dict], batch_size: int, num_classes: int,
     """Accuracy and macro-F1 (the trainer's definitions) and the seconds the predictions took."""
     import numpy as np
 
-    from tasks.text_classification import accuracy_and_macro_f1
+    from tasks.text.task import accuracy_and_macro_f1
 
     t0 = time.perf_counter()
     preds = model.predict([r["text"] for r in rows], batch_size=batch_size, show_progress_bar=progress,

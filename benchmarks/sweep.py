@@ -6,7 +6,7 @@
         -- --config configs/recipes/imdb_cpu.yaml --data.path ../shared/data/imdb
 
     python benchmarks/sweep.py --task squad_v2 --out results/qa_sweep --num_labeled 64 256 1024 --seeds 0 1 2 \\
-        -- --config configs/recipes/squad_v2_cpu.yaml --data.path ../shared/data/squad_v2/dev-v2.0.json
+        -- --config configs/recipes/squad_v2_fewlabel.yaml --data.path ../shared/data/squad_v2/dev-v2.0.json
 
 Everything after ``--`` is passed to every run as train_uda.py options. Methods (each one a set of
 options laid over those):

@@ -222,7 +222,7 @@ def main() -> None:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from augment.word_replace import TfIdfWordReplacement, fit_tfidf_stats
-    from tasks.text_classification import clean_text
+    from tasks.text.task import clean_text
     from uda.data import read_table
     from uda.hub import resolve_model_path
 

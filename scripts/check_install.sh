@@ -91,7 +91,7 @@ for bad in ("tests/", "configs/", "benchmarks/", "scripts/"):
         errors.append(f"unexpected top-level {bad} in the wheel")
 ep = next((zipfile.ZipFile(whl).read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt")), "")
 for cmd in ("uda-train = tasks.cli:train_main", "uda-augment = tasks.cli:augment_main",
-            "uda-qa-start = tasks.qa_start:main"):
+            "uda-qa-start = tasks.qa.start:main"):
     if cmd not in ep:
         errors.append(f"entry point missing: {cmd}")
 if errors:

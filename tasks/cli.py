@@ -72,27 +72,13 @@ def _close_process_group() -> None:
 def unlabeled_pool(task: str, config_file: Optional[str] = None,
                    overrides: Optional[dict] = None) -> tuple[Any, dict]:
     """The unlabelled pool exactly as ``uda-train`` builds it for ``task``/``config_file``/``overrides``
-    (dotted keys such as ``{"data.path": ...}``): the texts a precomputed file must cover. For text
-    classification, the :class:`tasks.text_data.UnlabeledPool` training reads (on disk;
-    ``augment_file(rows=...)`` reads it as it goes); for squad_v2, the unlabelled questions of the
-    article split as (id, question) pairs (the consistency loss augments the question only)."""
-    from tasks.text_config import TextDataConfig
-    from uda.config import ConfigError, build_config
+    (dotted keys such as ``{"data.path": ...}``): the texts a precomputed file must cover (the task's
+    ``augment_pool``)."""
+    from uda.config import build_config
+    from uda.task import get_task
 
     cfg = build_config(task, config_file, overrides or {})
-    if cfg.task == "squad_v2":
-        from tasks.qa_data import split_for_config
-
-        split, source = split_for_config(cfg)
-        rows = [(str(u["id"]), u["question"]) for u in split["unlabeled"]]
-        return rows, {"task": cfg.task, "source": source, **split["info"]}
-    if not isinstance(cfg.data, TextDataConfig):
-        raise ConfigError(f"uda-augment --task {cfg.task}: only text classification and squad_v2 pools can be built "
-                          f"here; give the texts with --input")
-    from tasks.text_data import load_text_classification
-
-    data = load_text_classification(cfg.data, cfg.seed)
-    return data.unlabeled, {"task": cfg.task, **data.info}
+    return get_task(cfg.task).augment_pool(cfg)
 
 
 def augment_main(argv: Optional[list[str]] = None) -> int:

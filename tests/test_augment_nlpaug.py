@@ -1,4 +1,4 @@
-"""nlpaug augmenters as methods (augment/nlpaug_adapter.py, docs/nlpaug.md): seeded per text, the same in
+"""nlpaug augmenters as methods (augment/nlpaug_adapter.py, docs/augmentation.md): seeded per text, the same in
 another process and across pipeline workers, independent of the batch, global RNGs left alone, a
 contextual (masked-LM) substitution with a tiny local BERT, method names and clear errors."""
 

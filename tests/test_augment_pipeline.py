@@ -195,7 +195,7 @@ def test_bad_input_strict_errors_name_the_problem(tmp_path):
 
 
 def test_pool_input_covers_every_unlabelled_text_of_training(tmp_path, tiny_text_data):
-    from tasks.text_data import load_text_classification
+    from tasks.text.data import load_text_classification
     from uda.config import build_config
 
     from tasks.cli import unlabeled_pool

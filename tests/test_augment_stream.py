@@ -108,7 +108,7 @@ def test_task_pool_streams_from_disk_with_the_same_bytes(tmp_path, monkeypatch):
     """uda-augment --task: the UnlabeledPool itself goes to the pipeline (no list of its texts)."""
     import augment.pipeline as pipeline
     from tasks.cli import augment_main
-    from tasks.text_data import UnlabeledPool
+    from tasks.text.data import UnlabeledPool
 
     folder = write_pool_folder(tmp_path / "pool")
     cfg = tmp_path / "pool.yaml"
@@ -228,7 +228,7 @@ def long_text(i: int) -> str:
 
 
 class GeneratedPool:
-    """A pool like tasks.text_data.UnlabeledPool that holds no text: each is made when it is read."""
+    """A pool like tasks.text.data.UnlabeledPool that holds no text: each is made when it is read."""
 
     def __init__(self, n: int):
         from uda.io import text_hash

@@ -28,7 +28,7 @@ def test_window_token_ids_equal_full_tokenisation(tiny_model_dir):
 
     from transformers import AutoTokenizer
 
-    from tasks.text_classification import window_token_ids
+    from tasks.text.task import window_token_ids
     from tests.conftest import FILLER, NEG_WORDS, POS_WORDS
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)

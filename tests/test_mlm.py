@@ -49,7 +49,7 @@ def test_option_defaults_and_flags():
 
 
 def test_text_window_wraps_round():
-    from tasks.mlm import text_window
+    from tasks.common.mlm import text_window
 
     assert text_window(["a", "b", "c"], 0, 2) == ["a", "b"]
     assert text_window(["a", "b", "c"], 2, 2) == ["c", "a"]
@@ -59,7 +59,7 @@ def test_text_window_wraps_round():
 def test_the_loop_lowers_the_masked_lm_loss(model_dir):
     from transformers import AutoModelForMaskedLM, AutoTokenizer, DataCollatorForLanguageModeling
 
-    from tasks.mlm import train_mlm
+    from tasks.common.mlm import train_mlm
 
     texts = corpus()
     tok = AutoTokenizer.from_pretrained(model_dir)
@@ -86,7 +86,7 @@ def test_the_loop_lowers_the_masked_lm_loss(model_dir):
 def test_encoder_folder_loads_keeps_the_pooler_and_is_cached(model_dir, tmp_path, monkeypatch):
     from transformers import AutoConfig, AutoModel
 
-    import tasks.mlm as mlm
+    import tasks.common.mlm as mlm
 
     monkeypatch.setenv("UDA_CACHE", str(tmp_path / "cache"))
     texts = corpus()
@@ -119,7 +119,7 @@ def test_encoder_folder_loads_keeps_the_pooler_and_is_cached(model_dir, tmp_path
 
 
 def test_text_run_trains_from_the_mlm_encoder_then_reuses_it(model_dir, tiny_text_data, tmp_path, monkeypatch):
-    import tasks.mlm as mlm
+    import tasks.common.mlm as mlm
 
     monkeypatch.setenv("UDA_CACHE", str(tmp_path / "cache"))
     opts = {"model.mlm_steps": 3, "model.mlm_batch_size": 4, "model.mlm_max_texts": 40,

@@ -125,7 +125,7 @@ def test_two_processes_match_one(model_dir, tiny_text_data, copies_file, single,
 _NAN_ON_RANK_1 = r"""
 import os, sys
 sys.path.insert(0, {repo!r}); sys.path.append({scripts!r})  # scripts/ last: its augment.py must not hide the package
-from tasks.text_classification import TextClassificationTask
+from tasks.text.task import TextClassificationTask
 real, calls = TextClassificationTask.supervised, []
 def supervised(self, model, batch):
     out = real(self, model, batch)

@@ -10,10 +10,10 @@ import json
 import numpy as np
 import pytest
 
-from tasks.passages_data import answer_occurrences, load_reader_file, occurrence_tokens, split_records, \
+from tasks.passages.data import answer_occurrences, load_reader_file, occurrence_tokens, split_records, \
     trainable, training_passages
-from tasks.qa_data import examples_from_official, few_label_split
-from tasks.retrieval import build_records, corpus_sizes, recall_at_k, split_corpora, write_records
+from tasks.qa.data import examples_from_official, few_label_split
+from tasks.passages.retrieval import build_records, corpus_sizes, recall_at_k, split_corpora, write_records
 from tests.qa_fixtures import tiny_squad_file  # noqa: F401 (fixture)
 from uda.data import DataError
 
@@ -153,8 +153,8 @@ def test_training_sample_positive_among_negatives_inserted_or_none():
 def test_split_is_the_single_passage_tasks_article_split(tiny_squad_file):  # noqa: F811
     from types import SimpleNamespace
 
-    from tasks.passages_config import PassagesConfig
-    from tasks.qa_data import load_squad_file
+    from tasks.passages.config import PassagesConfig
+    from tasks.qa.data import load_squad_file
     from uda.config import DataConfig
 
     examples = load_squad_file(tiny_squad_file)
@@ -204,9 +204,9 @@ def test_each_block_is_retrieved_from_its_own_articles_paragraphs_and_recall_is_
 def test_the_built_records_of_a_squad_file_never_cross_the_article_split(tiny_squad_file, tmp_path):  # noqa: F811
     from types import SimpleNamespace
 
-    from tasks.passages_config import PassagesConfig
-    from tasks.passages_data import load_passage_records
-    from tasks.qa_data import load_squad_file, split_by_article
+    from tasks.passages.config import PassagesConfig
+    from tasks.passages.data import load_passage_records
+    from tasks.qa.data import load_squad_file, split_by_article
     from uda.config import DataConfig
 
     examples = load_squad_file(tiny_squad_file)

@@ -49,7 +49,7 @@ def test_train_uda_passages_end_to_end(tiny_qa_model_dir, tiny_squad_file, tmp_p
                 "passage@1", "passage@5", "em@1", "em@5", "top_f1", "null_threshold"]:
         assert key in test, key
     assert test["num_examples"] == 36 and test["em"] == test["exact"]
-    from tasks.passages import PassagesTask
+    from tasks.passages.task import PassagesTask
 
     assert set(PassagesTask.selectable_metrics) <= set(test)
     assert results["selected_model"]["by"] == "dev/f1"
@@ -74,7 +74,7 @@ def test_train_uda_passages_end_to_end(tiny_qa_model_dir, tiny_squad_file, tmp_p
         assert [q["relevance"] for q in p["passages"]] == sorted((q["relevance"] for q in p["passages"]), reverse=True)
         assert p["final_answer"] == ("" if p["no_answer_score"] is not None and p["no_answer_score"] > p["threshold"]
                                      else p["span_text"])
-    from tasks.passages_model import load_passage_reader
+    from tasks.passages.model import load_passage_reader
 
     load_passage_reader(out / "model")
 

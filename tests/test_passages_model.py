@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from tasks.passages import PassagesTask, passage_reader_loss, selection_logits
-from tasks.passages_config import PassagesConfig
-from tasks.passages_postprocess import final_answer, question_prediction, reader_metrics
+from tasks.passages.task import PassagesTask, passage_reader_loss, selection_logits
+from tasks.passages.config import PassagesConfig
+from tasks.passages.postprocess import final_answer, question_prediction, reader_metrics
 from tests.qa_fixtures import ANIMALS, CITIES, tiny_qa_model_dir  # noqa: F401 (fixture)
 from uda.losses import consistency_loss, tsa_supervised_loss
 
@@ -167,7 +167,7 @@ def _unlabeled(n_ctx=(3, 2)):
 
 
 def test_consistency_views_align_slot_for_slot_and_kl_is_zero_when_the_logits_agree(tiny_qa_model_dir):  # noqa: F811
-    from tasks.passages_model import build_passage_reader
+    from tasks.passages.model import build_passage_reader
 
     task = _task(tiny_qa_model_dir)
     task.augmenter = lambda qs, rng: [f"which city does the {q.split()[3]} live in , the old one ?" for q in qs]
@@ -235,7 +235,7 @@ def _selection_accuracy(task, model, records) -> tuple[float, float]:
 
 
 def test_tiny_reader_learns_to_select_the_positive_passage_and_the_no_answer_option(tiny_qa_model_dir):  # noqa: F811
-    from tasks.passages_model import build_passage_reader
+    from tasks.passages.model import build_passage_reader
 
     torch.manual_seed(0)
     task = _task(tiny_qa_model_dir, train_passages=3)
@@ -264,7 +264,7 @@ def test_tiny_reader_learns_to_select_the_positive_passage_and_the_no_answer_opt
 # ----------------------------------------------------------------------------- segment similarity
 
 def test_segment_similarity_golden_numbers():
-    from tasks.passages_model import segment_similarity
+    from tasks.passages.model import segment_similarity
 
     # two pairs of 5 tokens: [CLS] q [SEP] | c c ; the second has one padding token and one context token
     hidden = torch.tensor([[[1.0, 0.0], [3.0, 0.0], [2.0, 3.0], [0.0, 1.0], [1.0, 1.0]],
@@ -282,7 +282,7 @@ def test_segment_similarity_golden_numbers():
 def test_similarity_term_ranks_the_passages_and_leaves_the_top_passage_against_no_answer(tiny_qa_model_dir, tmp_path):  # noqa: F811
     from accelerate import Accelerator
 
-    from tasks.passages_model import build_passage_reader, load_passage_reader, segment_similarity
+    from tasks.passages.model import build_passage_reader, load_passage_reader, segment_similarity
 
     task = _task(tiny_qa_model_dir, train_passages=3)
     task.sample_rng = np.random.default_rng(0)
@@ -330,7 +330,7 @@ def test_similarity_term_ranks_the_passages_and_leaves_the_top_passage_against_n
 
 
 def test_consistency_views_carry_the_context_tokens_for_the_similarity_term(tiny_qa_model_dir):  # noqa: F811
-    from tasks.passages_model import build_passage_reader
+    from tasks.passages.model import build_passage_reader
 
     task = _task(tiny_qa_model_dir)
     task.augmenter = lambda qs, rng: list(qs)

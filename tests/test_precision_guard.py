@@ -150,5 +150,5 @@ def test_bf16_on_a_cpu_without_native_bf16_warns(native, model_dir, tiny_text_da
 
 
 def test_cpu_has_native_bf16_answers_a_bool():
-    from uda.train import cpu_has_native_bf16
+    from uda.devices import cpu_has_native_bf16
     assert isinstance(cpu_has_native_bf16(), bool)

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tasks.qa_data import (article_order, build_features, collate_features, few_label_split, load_squad_examples,
+from tasks.qa.data import (article_order, build_features, collate_features, few_label_split, load_squad_examples,
                            load_squad_file, require_unlabeled, split_by_article, start_held_out, stratified_sample,
                            validate_examples)
 from uda.data import DataError

@@ -45,7 +45,7 @@ def test_train_uda_squad_v2_end_to_end(tiny_qa_model_dir, tiny_squad_file, tmp_p
                 "HasAns_span_f1", "answerability_accuracy"]:
         assert key in test, key
     assert test["num_examples"] == 36 and test["threshold_fitted_on_dev"] == 1.0
-    from tasks.qa import QATask
+    from tasks.qa.task import QATask
 
     assert set(QATask.selectable_metrics) <= set(test)  # what --eval.select_metric accepts is computed
     assert results["selected_model"]["by"] == "dev/best_f1"
@@ -55,7 +55,7 @@ def test_train_uda_squad_v2_end_to_end(tiny_qa_model_dir, tiny_squad_file, tmp_p
     info = json.loads((out / "data_info.json").read_text())
     assert info["counts"]["train"]["questions"] == 16 and info["counts"]["test"]["questions"] == 36
     # the id files name questions (one line each, however many windows a question was cut into)
-    from tasks.qa_data import load_squad_file
+    from tasks.qa.data import load_squad_file
 
     all_ids = {e["id"] for e in load_squad_file(tiny_squad_file)}
     for name, count in (("labeled_ids.txt", 16), ("dev_ids.txt", info["counts"]["dev"]["questions"])):
@@ -71,7 +71,7 @@ def test_train_uda_squad_v2_end_to_end(tiny_qa_model_dir, tiny_squad_file, tmp_p
     for q in preds:
         assert q["prediction"] == ("" if q["no_answer_score"] > q["threshold"] else q["span_text"])
     # the saved reader loads back
-    from tasks.qa_model import load_qa_model
+    from tasks.qa.model import load_qa_model
 
     load_qa_model(out / "model")
 
@@ -137,7 +137,7 @@ def test_parallel_sweep_reports_a_failed_run_and_summarises_the_others(tiny_qa_m
 @pytest.mark.parametrize("bad,msg", [({"qa.doc_stride": "40"}, "qa.doc_stride"),
                                      ({"data.num_labeled": "500"}, "num_labeled")])
 def test_bad_settings_are_clear_errors(tiny_qa_model_dir, tiny_squad_file, bad, msg):  # noqa: F811
-    from tasks.qa import QATask
+    from tasks.qa.task import QATask
     from uda.config import build_config, parse_cli
 
     _, _, over, _ = parse_cli(tiny_qa_args(tiny_qa_model_dir, tiny_squad_file))

@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from tasks.qa import (align_span_logits, answerability_loss, consistency_views, model_inputs, qa_supervised_loss)
-from tasks.qa_model import HEAD_CONFIG, QAWithAnswerability, build_qa_model, load_qa_model
+from tasks.qa.task import (align_span_logits, answerability_loss, consistency_views, model_inputs, qa_supervised_loss)
+from tasks.qa.model import HEAD_CONFIG, QAWithAnswerability, build_qa_model, load_qa_model
 from uda.losses import consistency_loss
 from tests.qa_fixtures import tiny_qa_model_dir  # noqa: F401 (fixture)
 
@@ -116,7 +116,7 @@ def test_two_views_differing_in_the_question_align_with_kl_zero(tok):
 
 
 def test_identical_views_through_the_model_give_zero_consistency(tiny_qa_model_dir, tok):  # noqa: F811
-    from tasks.qa import QATask
+    from tasks.qa.task import QATask
 
     model = build_qa_model(str(tiny_qa_model_dir)).eval()
     task = QATask()
@@ -207,8 +207,8 @@ def test_tsa_masks_each_head_on_its_own_gold_probability():
 
 
 def test_answerability_can_be_left_out_of_the_consistency_loss():
-    from tasks.qa import QATask
-    from tasks.qa_config import QAConfig
+    from tasks.qa.task import QATask
+    from tasks.qa.config import QAConfig
 
     class Out:
         start_logits = torch.zeros(1, 5)

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from tasks.qa_postprocess import (decide, feature_candidates, fit_null_threshold, no_answer_score, postprocess,
+from tasks.qa.postprocess import (decide, feature_candidates, fit_null_threshold, no_answer_score, postprocess,
                                   predict_question)
 
 CONTEXT = "the red fox lives in paris"
@@ -98,7 +98,7 @@ def test_fit_null_threshold_maximises_dev_f1():
 
 
 def test_task_score_reports_official_and_diagnostic_metrics():
-    from tasks.qa import QATask
+    from tasks.qa.task import QATask
 
     ex = [{"id": "a", "answers": [{"text": "paris", "answer_start": 0}], "is_impossible": False},
           {"id": "b", "answers": [], "is_impossible": True},

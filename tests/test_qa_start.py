@@ -7,8 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from tasks.qa_start import StartError, build_start, check_args, parser
-from tasks.qa_synthetic import (QUESTION_TOKEN, kind_counts, name_and_number_spans, paragraph_examples,
+from tasks.qa.start import StartError, build_start, check_args, parser
+from tasks.qa.synthetic import (QUESTION_TOKEN, kind_counts, name_and_number_spans, paragraph_examples,
                                 recurring_spans, sentences, synthetic_examples)
 from tests.qa_fixtures import tiny_qa_model_dir  # noqa: F401 (fixture)
 
@@ -117,7 +117,7 @@ def start_args(model_dir, out, **kw):
 def test_tokenised_labels_point_at_the_answer_and_the_token_is_saved(tiny_qa_model_dir, tmp_path):  # noqa: F811
     from transformers import AutoTokenizer
 
-    from tasks.qa_start import start_features
+    from tasks.qa.start import start_features
 
     sq = squad_file(tmp_path / "s.json")
     out = tmp_path / "start"
@@ -148,7 +148,7 @@ def test_tokenised_labels_point_at_the_answer_and_the_token_is_saved(tiny_qa_mod
 
 
 def test_no_test_or_dev_article_text_is_used(tiny_qa_model_dir, tmp_path):  # noqa: F811
-    from tasks.qa_data import article_order
+    from tasks.qa.data import article_order
 
     sq = squad_file(tmp_path / "s.json")
     obj = json.loads(sq.read_text())
@@ -170,7 +170,7 @@ def test_no_test_or_dev_article_text_is_used(tiny_qa_model_dir, tmp_path):  # no
         build_start(start_args(tiny_qa_model_dir, tmp_path / "start2", squad=sq, test_articles=2, dev_articles=1,
                                texts=leak))
     # the squad_v2 task refuses this start when its own split tests on an article the start read
-    from tasks.qa_data import start_held_out
+    from tasks.qa.data import start_held_out
 
     start_held_out(out / "model", {"test": order[:2], "dev": order[2:3]})  # the same split: fine
     with pytest.raises(Exception, match="trained on"):
@@ -206,9 +206,9 @@ def test_the_start_loads_in_the_squad_v2_and_passages_tasks(tiny_qa_model_dir, t
     from safetensors.torch import load_file
     from transformers import AutoTokenizer
 
-    from tasks.passages_model import build_passage_reader
-    from tasks.qa_data import build_features, clip_questions
-    from tasks.qa_model import build_qa_model
+    from tasks.passages.model import build_passage_reader
+    from tasks.qa.data import build_features, clip_questions
+    from tasks.qa.model import build_qa_model
 
     sq = squad_file(tmp_path / "s.json")
     out = tmp_path / "start"
@@ -229,6 +229,18 @@ def test_the_start_loads_in_the_squad_v2_and_passages_tasks(tiny_qa_model_dir, t
     tok.padding_side = "right"
     f = build_features(tok, [{"question": "where ?", "context": "the fox lives in rome ."}], 64, 16, 24, False)[0]
     assert tok.convert_tokens_to_ids(QUESTION_TOKEN) in f["input_ids"]
+
+
+def test_heads_train_at_the_head_learning_rate(tiny_qa_model_dir):  # noqa: F811
+    from tasks.qa.model import build_qa_model
+    from uda.optim import param_groups
+
+    model = build_qa_model(str(tiny_qa_model_dir))
+    groups = param_groups(model, 0.01, 1e-4, head_lr=1e-3)  # as the start-building run makes them
+    names = {id(p): n for n, p in model.named_parameters()}
+    at_head_lr = {names[id(p)] for g in groups if g["lr"] == 1e-3 for p in g["params"]}
+    assert at_head_lr == {"qa_outputs.weight", "qa_outputs.bias", "answerability.1.weight", "answerability.1.bias"}
+    assert sum(len(g["params"]) for g in groups) == len(names)
 
 
 def test_bad_options_are_clear_errors(tmp_path):

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def test_mean_pool_classifier_ignores_padding_and_round_trips(model_dir, tmp_path):
     from transformers import AutoModel, AutoTokenizer
 
-    from tasks.text_model import build_text_classifier, load_text_classifier
+    from tasks.text.model import build_text_classifier, load_text_classifier
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     torch.manual_seed(0)
@@ -45,7 +45,7 @@ def test_mean_pool_classifier_ignores_padding_and_round_trips(model_dir, tmp_pat
 
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
 def test_warm_start_from_a_run_folder_keeps_the_trained_weights(model_dir, tiny_text_data, tmp_path, pooling):
-    from tasks.text_model import build_text_classifier
+    from tasks.text.model import build_text_classifier
 
     first = tmp_path / "first"
     run(tiny_config(model_dir, tiny_text_data, first, **{"uda.lambda_u": 0, "model.pooling": pooling,
@@ -80,7 +80,7 @@ def test_id_files_dedup_and_diagnostics(model_dir, tiny_text_data, tmp_path):
     run(tiny_config(model_dir, data, out, **{"uda.confidence": 0.5, "data.min_unlabeled_chars": 0}))
     info = json.loads((out / "data_info.json").read_text())
     assert info["counts"]["unlabeled_skipped_test_text"] == 3
-    from tasks.text_data import load_text_classification
+    from tasks.text.data import load_text_classification
     from uda.config import build_config
 
     cfg = build_config("text_classification", None, {"data.path": str(data), "data.num_labeled": 20,
@@ -163,11 +163,12 @@ def test_distribution_alignment_needs_a_class_distribution(tiny_text_data, tmp_p
     from uda.config import ConfigError
     from uda.train import train
 
-    class NoClasses:
+    from uda.task import Task, TaskData
+
+    class NoClasses(Task):  # class_logits_index stays at its default, None
         name, main_metric, selectable_metrics, tsa_num_classes = "x", "accuracy", ("accuracy",), 2
 
         def setup(self, cfg):
-            from uda.task import TaskData
             return TaskData(train=[{"id": "a"}], dev=[], test=[], unlabeled=[{"id": "b"}])
 
     cfg = tiny_config(tmp_path, tiny_text_data, tmp_path / "run", **{"uda.distribution_alignment": True})
@@ -178,7 +179,7 @@ def test_distribution_alignment_needs_a_class_distribution(tiny_text_data, tmp_p
 
 
 def test_contrastive_stage_fine_tunes_the_encoder_and_is_cached(model_dir, tiny_text_data, tmp_path, monkeypatch):
-    from tasks.contrastive import contrastive_encoder
+    from tasks.common.contrastive import contrastive_encoder
 
     monkeypatch.setenv("UDA_CACHE", str(tmp_path / "cache"))
     texts = ["great fun movie", "awful boring plot", "superb acting", "dull and poor", "loved it", "hated it"]
@@ -206,9 +207,9 @@ def test_contrastive_stage_fine_tunes_the_encoder_and_is_cached(model_dir, tiny_
 def test_head_lr_puts_only_the_new_heads_in_their_own_groups(model_dir, tiny_text_data, tmp_path):
     """train.head_lr: the parameters outside transformers' base model (the classifier, the QA span
     and answerability heads) get that learning rate; without it the groups are the usual two."""
-    from tasks.qa_model import build_qa_model
-    from tasks.text_model import build_text_classifier
-    from uda.train import param_groups
+    from tasks.qa.model import build_qa_model
+    from tasks.text.model import build_text_classifier
+    from uda.optim import param_groups
 
     clf = build_text_classifier(str(model_dir), ["neg", "pos"], "mean")
     assert [(g["lr"], g["weight_decay"]) for g in param_groups(clf, 0.01, 1e-5)] == [(1e-5, 0.01), (1e-5, 0.0)]
@@ -269,7 +270,7 @@ def test_runs_after_a_contrastive_stage_keep_their_mixed_precision(model_dir, ti
 
 
 def test_fit_scale_is_the_maximum_likelihood_scale():
-    from tasks.text_model import fit_scale
+    from tasks.text.model import fit_scale
 
     scores = torch.tensor([[0.1, 0.3], [0.2, 0.1], [0.0, 0.5], [0.4, 0.0]])
     labels = torch.tensor([1, 0, 1, 1])
@@ -284,7 +285,7 @@ def test_fit_scale_is_the_maximum_likelihood_scale():
 def test_head_from_label_descriptions_is_the_zero_shot_classifier(model_dir, tmp_path):
     from transformers import AutoTokenizer
 
-    from tasks.text_model import build_text_classifier, init_head_from_descriptions, pooled_features
+    from tasks.text.model import build_text_classifier, init_head_from_descriptions, pooled_features
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     torch.manual_seed(0)

@@ -268,10 +268,10 @@ def test_summary_says_where_runs_ran_and_leaves_resumed_or_mixed_times_out(tmp_p
 
 
 def test_num_labeled_zero_means_all_labelled(tiny_text_data):
-    from tasks.qa_data import examples_from_official, few_label_split
-    from tasks.text_data import load_text_classification
+    from tasks.qa.data import examples_from_official, few_label_split
+    from tasks.text.data import load_text_classification
     from tests.qa_fixtures import make_squad
-    from tasks.text_config import TextDataConfig as DataConfig
+    from tasks.text.config import TextDataConfig as DataConfig
     from uda.config import ConfigError, build_config
 
     d = load_text_classification(DataConfig(path=str(tiny_text_data), num_labeled=0, dev_size=40), seed=3)

@@ -1,4 +1,4 @@
-"""Tests for tasks/text_data.py: readers, selection, determinism, errors, and one check on the real IMDB data."""
+"""Tests for tasks/text/data.py: readers, selection, determinism, errors, and one check on the real IMDB data."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks import text_data
-from tasks.text_data import (
+from tasks.text import data as text_data
+from tasks.text.data import (
     DataError,
     load_text_classification,
     read_aclimdb,
     read_table,
     resolve_data_path,
 )
-from tasks.text_config import TextDataConfig as DataConfig
+from tasks.text.config import TextDataConfig as DataConfig
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -54,7 +54,7 @@ def test_train_uda_end_to_end(tiny_model_dir, tiny_text_data, tmp_path):
 
     env = results["environment"]  # where and with what it ran: a curve may mix machines
     assert env["device"] == "cpu" and env["torch"] == torch.__version__ and "cores" in env["device_name"]
-    from tasks.text_classification import TextClassificationTask
+    from tasks.text.task import TextClassificationTask
 
     assert set(TextClassificationTask.selectable_metrics) <= set(results["dev_history"][0])
     assert [h["step"] for h in results["dev_history"]] == [6, 12]

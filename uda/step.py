@@ -60,7 +60,7 @@ def uda_step(task: Any, model: torch.nn.Module, batch_l: dict, views: Optional[t
     with torch.no_grad():
         ori_logits = task.consistency_logits(model, ori)
     aug_logits = task.consistency_logits(model, aug)
-    class_index = getattr(task, "class_logits_index", None)
+    class_index = task.class_logits_index
     terms = [consistency_loss(o, a, temperature, confidence, hard=hard,
                               alignment=alignment if j == class_index else None)
              for j, (o, a) in enumerate(zip(ori_logits, aug_logits))]

@@ -4,13 +4,14 @@ Everything the training loop needs to know about a task, and nothing more: the l
 ``uda/train.py`` knows nothing about IMDB or SQuAD, and is given its task by its caller. A task says how to load its data,
 build its model, collate batches, compute the per-example supervised loss and the probability of
 the gold answer (for TSA), produce the logits that the consistency loss compares, and evaluate.
-It is a protocol (structural typing), not a base class to inherit from.
+A task subclasses :class:`Task` (docs/adding_a_task.md has a worked example).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Protocol, Sequence
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
@@ -50,55 +51,71 @@ class SupervisedOutput:
     terms: Optional[list[SupervisedTerm]] = None
 
 
-class Task(Protocol):
-    name: str
-    main_metric: str  # dev metric used for model selection; higher is better
-    selectable_metrics: tuple[str, ...]  # dev metrics --eval.select_metric may name (checked before training)
-    tsa_num_classes: int  # K in the TSA threshold alpha * (1 - 1/K) + 1/K (set by setup)
-    # Optional: ``class_logits_index`` (the index in consistency_logits() of a distribution over the
-    # task's classes, for distribution alignment and the class-spread diagnostics), ``class_prior``
-    # ((K,) labelled class prior) and ``hidden_labels(examples)`` (labels unlabelled examples carry
-    # but training never reads, for unsup/target_accuracy).
+class Task:
+    """Base class of a task: the required methods raise NotImplementedError, the optional capabilities
+    have defaults that switch them off, so the loop calls every one of them without probing."""
+
+    name: str = ""
+    main_metric: str = ""  # dev metric used for model selection; higher is better
+    selectable_metrics: tuple[str, ...] = ()  # dev metrics --eval.select_metric may name (checked before
+    # training; empty: checked at the first evaluation)
+    tsa_num_classes: int = 2  # K in the TSA threshold alpha * (1 - 1/K) + 1/K (set by setup)
+    # Optional, with defaults that switch them off:
+    class_logits_index: Optional[int] = None  # index in consistency_logits() of a distribution over the
+    # task's classes (distribution alignment, the class-spread diagnostics); None: no such distribution
+    class_prior: Optional[torch.Tensor] = None  # (K,) labelled class prior, the alignment's start
+    rank_metrics: Optional[tuple[str, ...]] = None  # dev metrics with checkpoint rankings of their own
+    run_dir: Optional[Path] = None  # the run folder, set by the loop before setup (for files of the task's own)
 
     def setup(self, cfg: Any) -> TaskData:
         """Load and validate data, build the tokenizer and the augmenter."""
-        ...
+        raise NotImplementedError
 
     def build_model(self, cfg: Any) -> torch.nn.Module:
-        ...
+        raise NotImplementedError
 
     def collate_labeled(self, examples: list) -> dict:
         """A batch of labelled examples -> model inputs plus labels."""
-        ...
+        raise NotImplementedError
 
     def collate_unlabeled(self, examples: list) -> tuple[dict, dict]:
         """A batch of unlabelled examples -> (original view, augmented view) model inputs."""
-        ...
+        raise NotImplementedError
 
     def supervised(self, model: torch.nn.Module, batch: dict) -> SupervisedOutput:
-        ...
+        raise NotImplementedError
 
     def consistency_logits(self, model: torch.nn.Module, batch: dict) -> list[torch.Tensor]:
         """Logits the consistency loss compares, one (B, C) tensor per distribution (classes that do
         not exist for an example are -inf). The original and augmented views of a batch must give
         tensors of identical shapes."""
-        ...
+        raise NotImplementedError
 
     def evaluate(self, model: torch.nn.Module, examples: Sequence[Any], accelerator: Any,
                  batch_size: int, split: str, out_dir: Any = None) -> dict[str, float]:
         """Metrics on ``examples`` (every example counted exactly once across processes)."""
-        ...
+        raise NotImplementedError
 
     def save(self, model: torch.nn.Module, out_dir: Any) -> None:
         """Save model + tokenizer (+ label names) so that transformers can load the folder."""
-        ...
+        raise NotImplementedError
 
     def state_dict(self) -> dict:
         """Task-side state that a resumed run must restore (e.g. the augmentation RNG)."""
-        ...
+        return {}
 
     def load_state_dict(self, state: dict) -> None:
-        ...
+        pass
+
+    def hidden_labels(self, examples: list) -> Optional[torch.Tensor]:
+        """Labels unlabelled examples carry but training never reads (for unsup/target_accuracy); None."""
+        return None
+
+    def augment_pool(self, cfg: Any) -> tuple[Any, dict]:
+        """(rows, info): the unlabelled texts ``uda-augment --task`` precomputes augmented copies of, as
+        the training run builds them for ``cfg``. A task without such a pool says so."""
+        raise ConfigError(f"uda-augment --task {cfg.task}: this task has no unlabelled pool to build here; give "
+                          f"the texts with --input")
 
 
 # ----------------------------------------------------------------------------- registry
@@ -107,14 +124,17 @@ class Task(Protocol):
 class TaskSpec:
     factory: Callable[[], Task]  # a new, not yet set up task
     config_sections: dict = field(default_factory=dict)  # section name -> the task's config dataclass
+    defaults: Optional[Path] = None  # the task's defaults file (None: the shipped configs/<name>.yaml)
 
 
 _TASKS: dict[str, TaskSpec] = {}
 
 
-def register_task(name: str, factory: Callable[[], Task], config_sections: Optional[dict] = None) -> None:
-    """Make a task available by name (``--task NAME``); its defaults are the shipped configs/NAME.yaml."""
-    _TASKS[name] = TaskSpec(factory, dict(config_sections or {}))
+def register_task(name: str, factory: Callable[[], Task], config_sections: Optional[dict] = None,
+                  defaults: Optional[str | Path] = None) -> None:
+    """Make a task available by name (``--task NAME``). Its defaults are the YAML file ``defaults`` (a task
+    defined outside this package), or else the shipped configs/NAME.yaml."""
+    _TASKS[name] = TaskSpec(factory, dict(config_sections or {}), Path(defaults) if defaults is not None else None)
 
 
 def registered_tasks() -> list[str]:

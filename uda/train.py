@@ -36,9 +36,12 @@ import yaml
 from uda import checkpoint
 from uda.alignment import ClassAligner
 from uda.config import Config, ConfigError, save_config
+from uda.devices import cpu_has_native_bf16, kept_accelerate_state
 from uda.io import atomic_write_json, atomic_write_text
 from uda.losses import ramp, tsa_threshold
+from uda.optim import param_groups
 from uda.step import StepOutput, ratios_from_counts, uda_step
+from uda.task import Task
 
 # What a run writes into its folder (what --overwrite deletes), besides predictions_*.jsonl.
 # data/ holds what a task builds from its data in setup (the passages task's retrieval file).
@@ -221,33 +224,6 @@ def clear_run_files(run_dir: Path) -> None:
             p.unlink()
 
 
-def encoder_parameter_ids(model: torch.nn.Module) -> set[int]:
-    """ids of the pretrained encoder's parameters: those of transformers' ``base_model`` of the model
-    (or of the model it wraps, ``.inner``); every other parameter is a head the task added."""
-    inner = getattr(model, "inner", model)
-    base = getattr(inner, "base_model", None)
-    if not isinstance(base, torch.nn.Module):
-        raise ConfigError(f"train.head_lr needs a transformers model (with base_model); {type(inner).__name__} has none")
-    return {id(p) for p in base.parameters()}
-
-
-def param_groups(model: torch.nn.Module, weight_decay: float, lr: float,
-                 head_lr: Optional[float] = None) -> list[dict]:
-    """AdamW groups: no weight decay on biases and LayerNorm weights (as BERT's optimizer); with
-    ``head_lr``, the parameters outside the pretrained encoder (see :func:`encoder_parameter_ids`)
-    in groups of their own at that learning rate."""
-    encoder = encoder_parameter_ids(model) if head_lr is not None else None
-    groups: dict[tuple[bool, bool], list] = {(h, d): [] for h in (False, True) for d in (True, False)}
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        head = encoder is not None and id(p) not in encoder
-        decay = not (p.ndim < 2 or "LayerNorm" in name or "layer_norm" in name)
-        groups[(head, decay)].append(p)
-    return [{"params": ps, "weight_decay": weight_decay if decay else 0.0, "lr": head_lr if head else lr}
-            for (head, decay), ps in groups.items() if ps or not head]
-
-
 def _to(batch: dict, device: torch.device) -> dict:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
@@ -309,7 +285,7 @@ class Run:
     """What setup builds and the loop and finish use."""
 
     cfg: Config
-    task: Any
+    task: Task
     accelerator: Any
     model: torch.nn.Module  # as prepared by accelerate (DDP-wrapped on several processes)
     unwrapped: torch.nn.Module  # the same parameters; evaluation and saving use it
@@ -335,7 +311,7 @@ class Run:
         return self.run_dir / "checkpoints"
 
 
-def train(cfg: Config, task: Any, clock: Callable[[], float] = time.monotonic) -> dict:
+def train(cfg: Config, task: Task, clock: Callable[[], float] = time.monotonic) -> dict:
     """Train ``task`` with ``cfg``: setup, the loop, finish. Returns what results.json holds.
     ``clock`` (seconds) times the every-N-minutes checkpoints; a test passes a fake one."""
     with kept_accelerate_state():  # a second train() in this process starts from the state the first found
@@ -349,26 +325,6 @@ def train(cfg: Config, task: Any, clock: Callable[[], float] = time.monotonic) -
 def _unknown_select_metric(cfg: Config, select_metric: str, choices: Any) -> ConfigError:
     return ConfigError(f"--eval.select_metric '{select_metric}' is not a dev metric of task '{cfg.task}'; "
                        f"choose one of: {', '.join(choices)}")
-
-
-@contextmanager
-def kept_accelerate_state() -> Iterator[None]:
-    """Give accelerate's process-wide state back as it was, whatever the block does to it.
-
-    accelerate keeps one state per process (device, processes, mixed precision), which every
-    Accelerator shares. transformers' TrainingArguments (which SetFit's trainer builds, in the
-    contrastive stage) resets it and sets up its own, so the run's Accelerator, made before the
-    stage, would train after it without its mixed precision. And a run's state, left behind, would
-    refuse the next run in the same process another precision (a sweep, a notebook)."""
-    from accelerate.state import AcceleratorState, GradientState, PartialState
-
-    kept = [(cls, dict(cls._shared_state)) for cls in (PartialState, AcceleratorState, GradientState)]
-    try:
-        yield
-    finally:
-        for cls, state in kept:  # in place: the Borg instances hold this very dict (see accelerate.state)
-            cls._shared_state.clear()
-            cls._shared_state.update(state)
 
 
 def _accelerator(cfg: Config) -> Any:
@@ -394,16 +350,7 @@ def _accelerator(cfg: Config) -> Any:
     return accelerator
 
 
-def cpu_has_native_bf16() -> bool:
-    """Whether oneDNN runs bfloat16 matmuls natively on this CPU (it needs AVX-512 or AMX). Where it does not,
-    bf16 autocast is emulated and far slower than float32."""
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):  # a private op: if a torch build lacks it, assume the CPU can
-        return True
-
-
-def setup(cfg: Config, task: Any, clock: Callable[[], float] = time.monotonic) -> Run:
+def setup(cfg: Config, task: Task, clock: Callable[[], float] = time.monotonic) -> Run:
     """Run folder, data, model, optimizer and scheduler, batch streams, and (when continuing a run)
     everything its latest checkpoint holds."""
     from accelerate.utils import set_seed
@@ -411,8 +358,8 @@ def setup(cfg: Config, task: Any, clock: Callable[[], float] = time.monotonic) -
     from transformers import get_linear_schedule_with_warmup
 
     select_metric = cfg.eval.select_metric or task.main_metric
-    known = getattr(task, "selectable_metrics", None)  # checked now; a task without the list, at the first eval
-    if known is not None and select_metric not in known:
+    known = task.selectable_metrics  # checked now; a task with an empty list, at the first eval
+    if known and select_metric not in known:
         raise _unknown_select_metric(cfg, select_metric, known)
     t_start, cpu_start = time.time(), time.process_time()
     accelerator = _accelerator(cfg)
@@ -430,13 +377,12 @@ def setup(cfg: Config, task: Any, clock: Callable[[], float] = time.monotonic) -
             save_config(cfg, run_dir / "config.yaml")
 
     set_seed(cfg.seed)
-    if hasattr(task, "run_dir"):  # a task that writes files of its own (under data/) reads the run folder here
-        task.run_dir = run_dir
+    task.run_dir = run_dir  # a task that writes files of its own (under data/) reads the run folder here
     data = task.setup(cfg)
     if main:
         atomic_write_json(run_dir / "data_info.json", data.info)
         write_ids(run_dir, data)
-    if cfg.uda.distribution_alignment and getattr(task, "class_logits_index", None) is None:
+    if cfg.uda.distribution_alignment and task.class_logits_index is None:
         raise ConfigError(f"--uda.distribution_alignment needs a task whose consistency distribution is over classes; "
                           f"task '{cfg.task}' has none")
     set_seed(cfg.seed)  # the new head's initialisation does not depend on how much data loading drew
@@ -463,7 +409,7 @@ def setup(cfg: Config, task: Any, clock: Callable[[], float] = time.monotonic) -
         state.aligner = ClassAligner(task.class_prior, cfg.uda.alignment_momentum, cfg.uda.alignment_bank)
     run = Run(cfg, task, accelerator, model, accelerator.unwrap_model(model), optimizer, scheduler, data,
               labeled, unlabeled, None, run_dir, select_metric, state, t_start, cpu_start,  # type: ignore[arg-type]
-              rankings=checkpoint.rankings_for(select_metric, getattr(task, "rank_metrics", None)), clock=clock)
+              rankings=checkpoint.rankings_for(select_metric, task.rank_metrics), clock=clock)
     keep_lines = restore(run, resume_from) if resume_from is not None else None
     run.logger = MetricsLogger(run_dir, cfg.report_to == "tensorboard", main,
                                resume_step=state.step if resume_from is not None else None, keep_lines=keep_lines)
@@ -521,14 +467,10 @@ def fit(run: Run) -> None:
     """The training loop, from the step the run is at to train.max_steps."""
     from tqdm.auto import tqdm
 
-    cfg, task, accelerator, model, st = run.cfg, run.task, run.accelerator, run.model, run.state
-    B, r, accum, world = cfg.train.batch_size, cfg.uda.unsup_ratio, cfg.train.grad_accum_steps, \
-        accelerator.num_processes
-    use_uda = run.unlabeled is not None
-    examples_per_step = (B + (r * B if use_uda else 0)) * accum * world
+    cfg, task, accelerator, st = run.cfg, run.task, run.accelerator, run.state
     t_loop = window_t0 = time.time()
     last_save = run.clock()  # checkpoint.every_minutes counts from here, and from each save
-    model.train()
+    run.model.train()
     bar = tqdm(total=cfg.train.max_steps, initial=st.step, disable=not accelerator.is_main_process, desc="train",
                dynamic_ncols=True)
     if run.restore_rng is not None:  # last, so that nothing between here and the first step draws from the RNGs
@@ -539,39 +481,9 @@ def fit(run: Run) -> None:
             progress = step / cfg.train.max_steps
             threshold = tsa_threshold(cfg.uda.tsa, progress, task.tsa_num_classes)  # logged as sup/tsa_threshold
             lambda_u = cfg.uda.lambda_u * ramp(step, cfg.uda.lambda_u_ramp_steps)
-            alignment = st.aligner.weights().to(accelerator.device) if st.aligner is not None else None
-            step_ok, step_stats, class_log_probs = True, {}, []
-            for micro in range(accum):
-                # gradients are synchronised across processes only on the last micro-batch
-                with nullcontext() if micro == accum - 1 else accelerator.no_sync(model):
-                    idx_l = next(run.labeled)
-                    batch_l = _to(task.collate_labeled([run.data.train[i] for i in idx_l]), accelerator.device)
-                    st.drawn["labeled"] += len(idx_l)
-                    views, hidden = None, None
-                    if use_uda:
-                        unl = take(run.data.unlabeled, next(run.unlabeled))
-                        ori, aug = task.collate_unlabeled(unl)
-                        views = (_to(ori, accelerator.device), _to(aug, accelerator.device))
-                        st.drawn["unlabeled"] += len(unl)
-                        hidden = task.hidden_labels(unl) if hasattr(task, "hidden_labels") else None
-                    # one autocast context over the step's forward passes: the weights are cast to the compute
-                    # dtype once and reused (accelerate's per-forward autocast alone casts them for every pass)
-                    with accelerator.autocast():
-                        out: StepOutput = uda_step(task, model, batch_l, views,
-                                                   tsa=lambda k: tsa_threshold(cfg.uda.tsa, progress, k),
-                                                   lambda_u=lambda_u, temperature=cfg.uda.temperature,
-                                                   confidence=cfg.uda.confidence, hard=cfg.uda.target == "hard",
-                                                   alignment=alignment, hidden_labels=hidden)
-                    if not _finite_everywhere(out.loss, accelerator):
-                        step_ok = False  # a NaN/inf loss never reaches the weights: the whole step is skipped
-                        break
-                    accelerator.backward(out.loss / accum)
-                if out.class_log_probs is not None:
-                    class_log_probs.append(out.class_log_probs)
-                for k, v in out.stats.items():
-                    step_stats[k] = step_stats.get(k, 0.0) + v / accum
+            step_ok, step_stats, class_log_probs = _forward_backward(run, progress, lambda_u)
             if step_ok and cfg.train.max_grad_norm is not None:
-                grad_norm = float(accelerator.clip_grad_norm_(model.parameters(), cfg.train.max_grad_norm))
+                grad_norm = float(accelerator.clip_grad_norm_(run.model.parameters(), cfg.train.max_grad_norm))
                 step_stats["train/grad_norm"] = grad_norm
                 # an overflow in the backward pass (fp16's grad scaler skips such steps by itself)
                 step_ok = math.isfinite(grad_norm) or accelerator.scaler is not None
@@ -585,7 +497,7 @@ def fit(run: Run) -> None:
                 for k, v in step_stats.items():
                     st.window[k] = st.window.get(k, 0.0) + v
                 st.window_steps += 1
-                st.window_examples += examples_per_step
+                st.window_examples += _examples_per_step(run)
             else:
                 st.skipped, st.bad_run = st.skipped + 1, st.bad_run + 1
             run.optimizer.zero_grad(set_to_none=True)
@@ -593,32 +505,12 @@ def fit(run: Run) -> None:
             if cfg.train.max_nonfinite_steps is not None and st.bad_run >= cfg.train.max_nonfinite_steps:
                 bar.close()
                 raise _nonfinite_error(run, done)
-
             if done % cfg.train.log_every == 0 or done == cfg.train.max_steps:
-                elapsed = max(time.time() - window_t0, 1e-9)
-                scalars = _mean_over_processes({k: v / max(st.window_steps, 1) for k, v in st.window.items()},
-                                               accelerator)
-                scalars = ratios_from_counts(scalars)
-                scalars.update({"sup/tsa_threshold": threshold, "train/lr": run.scheduler.get_last_lr()[0],
-                                **({"unsup/lambda_u": lambda_u} if use_uda else {}),
-                                "train/nonfinite_skipped": st.skipped,
-                                "train/examples_per_sec": st.window_examples / elapsed,
-                                "train/steps_per_sec": st.window_steps / elapsed})
-                run.logger.log(done, scalars)
-                # refresh=False: shown at the bar's next update, so its mininterval (TQDM_MININTERVAL) holds
-                shown = (("loss", "train/loss"), ("sup", "sup/loss"), ("unsup", "unsup/loss"))
-                bar.set_postfix({name: f"{scalars[k]:.4f}" for name, k in shown if k in scalars}, refresh=False)
-                st.window, st.window_steps, st.window_examples, window_t0 = {}, 0, 0, time.time()
+                window_t0 = _log_window(run, done, threshold, lambda_u, window_t0, bar)
             bar.update(1)
-            at_eval = done % cfg.train.eval_every == 0 or done == cfg.train.max_steps
             t_pause = time.time()
-            metric = evaluate_dev(run, done) if at_eval else None
-            every = cfg.checkpoint.every_steps
-            minutes_due, stop = _decisions(run, last_save)
-            due = at_eval or (every is not None and done % every == 0) or minutes_due or stop
-            saved = due and st.bad_run == 0  # never during a run of skipped steps: the last good one stays latest
+            saved, stop = _evaluate_and_save(run, done, last_save, t_loop)
             if saved:
-                save_checkpoint(run, done, metric, st.train_seconds_before + time.time() - t_loop)
                 last_save = run.clock()
             if stop:
                 bar.close()
@@ -626,6 +518,87 @@ def fit(run: Run) -> None:
             window_t0 += time.time() - t_pause  # evaluation and checkpoint time is not training throughput
     bar.close()
     st.train_seconds_before += time.time() - t_loop  # now the training time of the whole run
+
+
+def _examples_per_step(run: Run) -> int:
+    cfg = run.cfg
+    unlabeled = cfg.uda.unsup_ratio * cfg.train.batch_size if run.unlabeled is not None else 0
+    return (cfg.train.batch_size + unlabeled) * cfg.train.grad_accum_steps * run.accelerator.num_processes
+
+
+def _forward_backward(run: Run, progress: float, lambda_u: float) -> tuple[bool, dict, list]:
+    """One optimizer step's micro-batches: collate, ``uda_step``, backward. Returns (every loss was finite
+    on every process, the step's stats averaged over the micro-batches, the class log-probabilities of
+    the unlabelled originals for distribution alignment)."""
+    cfg, task, accelerator, st = run.cfg, run.task, run.accelerator, run.state
+    accum = cfg.train.grad_accum_steps
+    alignment = st.aligner.weights().to(accelerator.device) if st.aligner is not None else None
+    stats: dict = {}
+    class_log_probs: list = []
+    for micro in range(accum):
+        # gradients are synchronised across processes only on the last micro-batch
+        with nullcontext() if micro == accum - 1 else accelerator.no_sync(run.model):
+            idx_l = next(run.labeled)
+            batch_l = _to(task.collate_labeled([run.data.train[i] for i in idx_l]), accelerator.device)
+            st.drawn["labeled"] += len(idx_l)
+            views, hidden = None, None
+            if run.unlabeled is not None:
+                unl = take(run.data.unlabeled, next(run.unlabeled))
+                ori, aug = task.collate_unlabeled(unl)
+                views = (_to(ori, accelerator.device), _to(aug, accelerator.device))
+                st.drawn["unlabeled"] += len(unl)
+                hidden = task.hidden_labels(unl)
+            # one autocast context over the step's forward passes: the weights are cast to the compute
+            # dtype once and reused (accelerate's per-forward autocast alone casts them for every pass)
+            with accelerator.autocast():
+                out: StepOutput = uda_step(task, run.model, batch_l, views,
+                                           tsa=lambda k: tsa_threshold(cfg.uda.tsa, progress, k),
+                                           lambda_u=lambda_u, temperature=cfg.uda.temperature,
+                                           confidence=cfg.uda.confidence, hard=cfg.uda.target == "hard",
+                                           alignment=alignment, hidden_labels=hidden)
+            if not _finite_everywhere(out.loss, accelerator):
+                return False, stats, class_log_probs  # a NaN/inf loss never reaches the weights: the step is skipped
+            accelerator.backward(out.loss / accum)
+        if out.class_log_probs is not None:
+            class_log_probs.append(out.class_log_probs)
+        for k, v in out.stats.items():
+            stats[k] = stats.get(k, 0.0) + v / accum
+    return True, stats, class_log_probs
+
+
+def _log_window(run: Run, done: int, threshold: float, lambda_u: float, window_t0: float, bar: Any) -> float:
+    """Log the means of the scalars since the last log line (over processes too) with the step's
+    schedule values and throughput; returns the new window's start time."""
+    st = run.state
+    elapsed = max(time.time() - window_t0, 1e-9)
+    scalars = _mean_over_processes({k: v / max(st.window_steps, 1) for k, v in st.window.items()}, run.accelerator)
+    scalars = ratios_from_counts(scalars)
+    scalars.update({"sup/tsa_threshold": threshold, "train/lr": run.scheduler.get_last_lr()[0],
+                    **({"unsup/lambda_u": lambda_u} if run.unlabeled is not None else {}),
+                    "train/nonfinite_skipped": st.skipped,
+                    "train/examples_per_sec": st.window_examples / elapsed,
+                    "train/steps_per_sec": st.window_steps / elapsed})
+    run.logger.log(done, scalars)
+    # refresh=False: shown at the bar's next update, so its mininterval (TQDM_MININTERVAL) holds
+    shown = (("loss", "train/loss"), ("sup", "sup/loss"), ("unsup", "unsup/loss"))
+    bar.set_postfix({name: f"{scalars[k]:.4f}" for name, k in shown if k in scalars}, refresh=False)
+    st.window, st.window_steps, st.window_examples = {}, 0, 0
+    return time.time()
+
+
+def _evaluate_and_save(run: Run, done: int, last_save: float, t_loop: float) -> tuple[bool, bool]:
+    """Dev evaluation when due, then a checkpoint when due (evaluation, every_steps, every_minutes, a stop
+    request), never during a run of skipped steps. Returns (saved, stop requested)."""
+    cfg, st = run.cfg, run.state
+    at_eval = done % cfg.train.eval_every == 0 or done == cfg.train.max_steps
+    metric = evaluate_dev(run, done) if at_eval else None
+    every = cfg.checkpoint.every_steps
+    minutes_due, stop = _decisions(run, last_save)
+    due = at_eval or (every is not None and done % every == 0) or minutes_due or stop
+    saved = due and st.bad_run == 0  # the last good checkpoint stays the latest
+    if saved:
+        save_checkpoint(run, done, metric, st.train_seconds_before + time.time() - t_loop)
+    return saved, stop
 
 
 @contextmanager

@@ -1,0 +1,372 @@
+"""A DPR-style multi-passage reader with a learned no-answer option, as a Task (``--task passages``).
+
+Data, split and samples: tasks/passages/data.py (and tasks/passages/retrieval.py for BM25 over a SQuAD file);
+model: tasks/passages/model.py; prediction and metrics: tasks/passages/postprocess.py.
+
+Supervised loss of a labelled question with M passages (:func:`passage_reader_loss`):
+    selection_loss_weight * CE(softmax([n, r_1..r_M]), target) + span_loss_weight * span loss
+with target the positive passage's option, or the no-answer option n when the question has no
+positive (unanswerable). The span loss is on the positive passage only, marginalised over the
+answer's occurrences o in it: -log sum_o p_start(s_o) p_end(e_o), with start/end distributions over
+that passage's context tokens (per passage, DPR) or over the context tokens of all M passages
+together (``passages.shared_normalization``, Clark and Gardner). The two heads are separate
+SupervisedTerm's, so TSA masks each on its own gold probability: selection on p(target option)
+with K = M + 1, spans on sum_o p_start(s_o) p_end(e_o) with K = ``passages.span_tsa_num_classes``.
+A question without a span target (unanswerable, or its answer cut off by truncation) has no gold
+span: its span term's gold probability is +inf, above every TSA threshold, so TSA leaves it out of
+the span term's mean instead of counting a zero loss.
+
+Consistency training: an unlabelled question with its top ``passages.unsup_passages`` retrieved
+passages (no positive inserted: its gold is never read). The augmented view changes the question
+only; passages are the same. Compared distributions (:meth:`PassagesTask.consistency_logits`):
+the selection distribution over [no answer, passages] (one row per question), and each real
+passage's start and end distributions over the same context tokens in both views (one row per
+passage: tasks.qa.task.consistency_views aligns the slots, the first-token slot dropped since spans here
+have no null slot; always per passage, whatever the normalisation in the supervised loss). Per
+distribution, uda.temperature sharpens the original view's target (selection: a peakier choice
+among no-answer and passages; spans: a peakier start or end position), and uda.confidence keeps a
+row only when its unsharpened maximum probability is above the threshold (selection: the
+question's top option; spans: that passage's top start or end token).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from augment.build import build_augmenter
+from tasks.passages.config import PassagesConfig
+from tasks.passages.data import answer_occurrences, encode_pairs, first_segment_budget, first_segments, \
+    load_passage_records, occurrence_tokens, pad_passages, split_records, trainable, training_passages
+from tasks.passages.model import build_passage_reader
+from tasks.passages.postprocess import KS, final_answer, prediction_record, question_prediction, reader_metrics
+from tasks.qa.task import align_span_logits, consistency_views
+from tasks.qa.data import require_unlabeled, start_held_out
+from tasks.qa.postprocess import fit_null_threshold
+from tasks.passages.retrieval import recall_at_k
+from tasks.qa.metric import squad_v2_metrics
+from uda.evaluation import length_sorted_batches, pad_right, run_inference
+from uda.hub import resolve_model_path
+from uda.task import SupervisedOutput, SupervisedTerm, Task, TaskData
+
+_MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "passage_mask", "context_mask")
+_MASKED = -1e9  # finite stand-in for -inf (as uda.losses): a fully masked row stays finite, in both passes
+EVAL_CHUNK = 256  # questions whose features and logits are held at once in evaluation
+
+
+def model_inputs(batch: dict) -> dict:
+    return {k: batch[k] for k in _MODEL_INPUTS if k in batch}
+
+
+# ----------------------------------------------------------------------------- loss maths
+
+def selection_logits(no_answer: torch.Tensor, relevance: torch.Tensor, passage_mask: torch.Tensor) -> torch.Tensor:
+    """(B,), (B, M), (B, M) -> (B, M + 1) logits of [no answer, passage 1..M]; padding passages -inf."""
+    return torch.cat([no_answer.float()[:, None], relevance.float().masked_fill(~passage_mask, float("-inf"))], 1)
+
+
+def span_log_probs(logits: torch.Tensor, span_mask: torch.Tensor, shared: bool) -> torch.Tensor:
+    """(B, M, T) start or end logits -> log-probabilities over the context tokens (span_mask), per
+    passage or, ``shared``, over the tokens of all M passages of a question together."""
+    x = logits.float().masked_fill(~span_mask, _MASKED)
+    if shared:
+        B, M, T = x.shape
+        return F.log_softmax(x.reshape(B, M * T), -1).reshape(B, M, T)
+    return F.log_softmax(x, -1)
+
+
+def passage_reader_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, relevance: torch.Tensor,
+                        no_answer: torch.Tensor, span_mask: torch.Tensor, passage_mask: torch.Tensor,
+                        positive: torch.Tensor, occ_start: torch.Tensor, occ_end: torch.Tensor,
+                        selection_weight: float, span_weight: float, shared_normalization: bool = False,
+                        span_num_classes: int = 2) -> SupervisedOutput:
+    """Per-question loss (see the module doc) as two supervised terms.
+
+    start/end_logits (B, M, T); relevance (B, M); no_answer (B,); span_mask (B, M, T) True at
+    context tokens; passage_mask (B, M); positive (B,) slot of the positive passage, -1 for none
+    (target: the no-answer option); occ_start/occ_end (B, O) token positions of the answer's
+    occurrences in the positive passage, -1 for none.
+    """
+    B, M, _ = start_logits.shape
+    rows = torch.arange(B, device=start_logits.device)
+    sel = selection_logits(no_answer, relevance, passage_mask)  # (B, M + 1)
+    target = positive + 1  # option 0 is "no answer"
+    ce_sel = F.cross_entropy(sel, target, reduction="none")
+    p_sel = torch.exp(-ce_sel).detach()
+
+    mask = span_mask & passage_mask[..., None]
+    pos = positive.clamp(min=0)
+    lp_start = span_log_probs(start_logits, mask, shared_normalization)[rows, pos]  # (B, T)
+    lp_end = span_log_probs(end_logits, mask, shared_normalization)[rows, pos]
+    valid = (occ_start >= 0) & (positive >= 0)[:, None]  # (B, O)
+    pair = lp_start.gather(1, occ_start.clamp(min=0)) + lp_end.gather(1, occ_end.clamp(min=0))
+    # masked occurrences at a finite -1e9: a row without any keeps a finite gradient (times 0)
+    marginal = torch.logsumexp(pair.masked_fill(~valid, _MASKED), dim=1)  # log sum_o p_s(s_o) p_e(e_o)
+    has_span = valid.any(dim=1)
+    span = torch.where(has_span, -marginal, torch.zeros_like(marginal))
+    p_span = torch.where(has_span, marginal.exp(), torch.full_like(marginal, float("inf"))).detach()
+
+    per_example = selection_weight * ce_sel + span_weight * span
+    gold_prob = p_sel * torch.where(has_span, p_span, torch.ones_like(p_span))
+    best_s, best_e = lp_start.argmax(-1), lp_end.argmax(-1)
+    span_right = ((occ_start == best_s[:, None]) & (occ_end == best_e[:, None]) & valid).any(dim=1)
+    correct = ((sel.argmax(-1) == target) & (span_right | ~has_span)).float()
+    terms = [SupervisedTerm("selection", ce_sel, p_sel, M + 1, selection_weight),
+             SupervisedTerm("span", span, p_span, span_num_classes, span_weight)]
+    return SupervisedOutput(per_example_loss=per_example, gold_prob=gold_prob, correct=correct,
+                            terms=[t for t in terms if t.weight > 0])
+
+
+# ----------------------------------------------------------------------------- the task
+
+class PassagesTask(Task):
+    name = "passages"
+    main_metric = "f1"  # dev F1 of the final answers at the dev-fitted no-answer threshold
+    # checkpoints kept: the top-k by dev EM and the top-k by dev F1 (pointers best_em, best_f1)
+    rank_metrics = ("em", "f1")
+    selectable_metrics = ("em", "f1", "exact", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "best_exact",
+                          "best_f1", "top_f1", *(f"passage@{k}" for k in KS), *(f"em@{k}" for k in KS))
+
+    def __init__(self) -> None:
+        self.tokenizer = None
+        self.augmenter = None
+        self.rng = np.random.default_rng(0)  # augmentation
+        self.sample_rng = np.random.default_rng(1)  # passages of the training samples
+        self.tsa_num_classes = 2
+        self.max_length = 350
+        self.p: Any = PassagesConfig()
+        self.model_path = ""
+        self.dev_records: list[dict] = []
+        self.run_dir: Optional[Path] = None  # set by the training loop: the built retrieval file goes there
+
+    # ------------------------------------------------------------------ setup
+    def setup(self, cfg: Any) -> TaskData:
+        from tqdm.auto import tqdm
+        from transformers import AutoTokenizer
+
+        self.p = cfg.passages
+        self.max_length = cfg.model.max_length
+        path = Path(self.p.retrieval_file) if self.p.retrieval_file else \
+            (Path(self.run_dir) / "data" / "retrieval.jsonl.gz" if self.run_dir is not None else None)
+        if os.environ.get("RANK", "0") != "0":
+            path = None  # every process retrieves the same; the main one writes the file
+        records, source, retrieval = load_passage_records(cfg, path)
+        split = split_records(records, cfg)
+        by_id = {r["id"]: r for r in records}
+        retrieval["recall_by_split"] = {name: recall_at_k([by_id[r["id"]] for r in split[name]])
+                                        for name in ("test", "dev", "train", "unlabeled")}
+        test_titles = set(split["info"]["articles"]["test"])  # every question of the test articles (no data.max_test)
+        rt = retrieval["recall_test_articles"] = recall_at_k(
+            [r for r in records if (r["article"] if r.get("article") is not None else f"question:{r['id']}")
+             in test_titles])
+        tqdm.write("retrieval recall on the test articles (answerable questions: {:.0f}): ".format(rt["answerable"])
+                   + ", ".join(f"{k} {v:.3f}" for k, v in rt.items() if k.startswith("recall")))
+        self.model_path = resolve_model_path(cfg.model.name_or_path)
+        start_held_out(self.model_path, split["info"]["articles"])
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, trust_remote_code=cfg.model.trust_remote_code)
+        self.tokenizer.padding_side = "right"
+        self.tsa_num_classes = self.p.span_tsa_num_classes
+        self.rng = np.random.default_rng(cfg.seed + 1)
+        self.sample_rng = np.random.default_rng([cfg.seed, 7])
+        train = [r for r in split["train"] if trainable(r, self.p.train_top_k)]
+        self.dev_records = split["dev"]
+        needs_unlabeled = cfg.uda.lambda_u > 0
+        require_unlabeled(split["unlabeled"], cfg.uda.lambda_u, "passages")
+        if needs_unlabeled:
+            self.augmenter = build_augmenter(cfg.augment, [u["question"] for u in split["unlabeled"]])
+        info = {"source": source, "retrieval": retrieval, **split["info"],
+                "train_without_positive_dropped": len(split["train"]) - len(train)}
+        return TaskData(train=train, dev=split["dev"], test=split["test"],
+                        unlabeled=split["unlabeled"] if needs_unlabeled else [], info=info)
+
+    def build_model(self, cfg: Any) -> torch.nn.Module:
+        return build_passage_reader(self.model_path, cfg.model.dropout, cfg.model.trust_remote_code,
+                                    self.p.similarity_scale)
+
+    # ------------------------------------------------------------------ features and batches
+    def _firsts(self, questions: Sequence[str], titles: Sequence[str]) -> list[str]:
+        return first_segments(self.tokenizer, questions, titles, self.p.max_question_length, self.p.max_title_length)
+
+    def _budget(self) -> int:
+        return first_segment_budget(self.p.max_question_length, self.p.max_title_length)
+
+    def features(self, questions: Sequence[str], passage_lists: Sequence[Sequence[dict]],
+                 num_passages: int) -> tuple[list[dict], list[list[dict]], torch.Tensor]:
+        """Features of every (question, passage) pair, question-major, each question's passages padded
+        to ``num_passages``; the padded passage lists; passage_mask (B, M)."""
+        padded, masks = zip(*(pad_passages(list(ps), num_passages) for ps in passage_lists))
+        firsts = self._firsts([q for q in questions for _ in range(num_passages)],
+                              [c["title"] for ps in padded for c in ps])
+        feats = encode_pairs(self.tokenizer, firsts, [c["text"] for ps in padded for c in ps], self.max_length,
+                             self._budget())
+        return feats, [list(ps) for ps in padded], torch.tensor(masks, dtype=torch.bool)
+
+    def _inputs(self, feats: Sequence[dict], passage_mask: torch.Tensor) -> dict:
+        batch = pad_right([f["input_ids"] for f in feats], self.tokenizer.pad_token_id)
+        if "token_type_ids" in feats[0]:
+            batch["token_type_ids"] = pad_right([f["token_type_ids"] for f in feats], 0)["input_ids"]
+        batch["span_mask"] = pad_right([[int(m) for m in f["ctx_mask"]] for f in feats], 0)["input_ids"].bool()
+        batch["context_mask"] = batch["span_mask"]  # (B*M, T): stays flat where span_mask is reshaped
+        batch["passage_mask"] = passage_mask
+        return batch
+
+    def collate_labeled(self, examples: list) -> dict:
+        M, O = self.p.train_passages, self.p.max_occurrences
+        chosen, slots = zip(*(training_passages(r, M, self.p.train_top_k, self.sample_rng) for r in examples))
+        feats, padded, passage_mask = self.features([r["question"] for r in examples], chosen, M)
+        batch = self._inputs(feats, passage_mask)
+        B, T = len(examples), batch["input_ids"].shape[1]
+        batch["span_mask"] = batch["span_mask"].view(B, M, T)
+        occ = torch.full((2, B, O), -1, dtype=torch.long)
+        for b, (r, slot) in enumerate(zip(examples, slots)):
+            if slot is None:
+                continue
+            spans = answer_occurrences(padded[b][slot]["text"], r["answers"], O)
+            for o, (s, e) in enumerate(occurrence_tokens(feats[b * M + slot]["offsets"], spans)[:O]):
+                occ[0, b, o], occ[1, b, o] = s, e
+        batch["positive"] = torch.tensor([-1 if s is None else s for s in slots], dtype=torch.long)
+        batch["occ_start"], batch["occ_end"] = occ[0], occ[1]
+        return batch
+
+    def collate_unlabeled(self, examples: list) -> tuple[dict, dict]:
+        M = self.p.unsup_passages
+        questions = [e["question"] for e in examples]
+        augmented = self.augmenter(questions, self.rng)
+        padded, masks = zip(*(pad_passages(list(e["ctxs"][:M]), M) for e in examples))
+        titles = [c["title"] for ps in padded for c in ps]
+        views = consistency_views(self.tokenizer, self._firsts([q for q in questions for _ in range(M)], titles),
+                                  self._firsts([q for q in augmented for _ in range(M)], titles),
+                                  [c["text"] for ps in padded for c in ps], self.max_length, self._budget())
+        passage_mask = torch.tensor(masks, dtype=torch.bool)
+        for v in views:
+            v["passage_mask"] = passage_mask
+            # spans here have no null slot: drop the first-token slot consistency_views puts first
+            v["align_index"], v["align_mask"] = v["align_index"][:, 1:], v["align_mask"][:, 1:]
+            # the context tokens both views keep (what the segment similarity reads)
+            v["context_mask"] = torch.zeros_like(v["input_ids"], dtype=torch.bool).scatter_(
+                1, v["align_index"], v["align_mask"])
+        return views
+
+    # ------------------------------------------------------------------ losses
+    def supervised(self, model: torch.nn.Module, batch: dict) -> SupervisedOutput:
+        out = model(**model_inputs(batch))
+        return passage_reader_loss(out.start_logits, out.end_logits, out.relevance_logits, out.no_answer_logits,
+                                   batch["span_mask"], batch["passage_mask"], batch["positive"], batch["occ_start"],
+                                   batch["occ_end"], self.p.selection_loss_weight, self.p.span_loss_weight,
+                                   self.p.shared_normalization, self.p.span_tsa_num_classes)
+
+    def consistency_logits(self, model: torch.nn.Module, batch: dict) -> list[torch.Tensor]:
+        out = model(**model_inputs(batch))
+        mask = batch["passage_mask"]
+        logits = [selection_logits(out.no_answer_logits, out.relevance_logits, mask)]  # (B, M + 1)
+        if self.p.span_consistency:
+            real = mask.reshape(-1)  # the same passages are real in both views
+            idx, amask = batch["align_index"], batch["align_mask"]
+            for x in (out.start_logits, out.end_logits):
+                logits.append(align_span_logits(x.reshape(real.shape[0], -1), idx, amask)[real])  # (passages, C)
+        return logits
+
+    # ------------------------------------------------------------------ evaluation
+    def predict(self, model: torch.nn.Module, records: Sequence[dict], accelerator: Any,
+                batch_size: int) -> list[dict]:
+        """One prediction per question (tasks/passages/postprocess.py), in order. ``batch_size`` counts
+        (question, passage) sequences: a batch holds batch_size // predict_passages questions."""
+        M, L = self.p.predict_passages, self.max_length
+        per_batch = max(1, batch_size // M)
+        preds: list[dict] = []
+        for c0 in range(0, len(records), EVAL_CHUNK):  # bounded memory for features and logits
+            chunk = records[c0:c0 + EVAL_CHUNK]
+            feats, padded, passage_mask = self.features([r["question"] for r in chunk],
+                                                        [r["ctxs"][:M] for r in chunk], M)
+            lengths = [max(len(feats[i * M + j]["input_ids"]) for j in range(M)) for i in range(len(chunk))]
+
+            def collate(indices: list[int]) -> dict:
+                batch = self._inputs([feats[i * M + j] for i in indices for j in range(M)], passage_mask[indices])
+                return model_inputs(batch)
+
+            def forward(batch: dict) -> dict:
+                out = model(**batch)
+                b, T = out.start_logits.shape[0], out.start_logits.shape[2]
+
+                def flat(x: torch.Tensor) -> torch.Tensor:  # (b, M, T) -> (b, M * L): one width for every batch
+                    return F.pad(x.float(), (0, L - T), value=float("-inf")).reshape(b, M * L)
+
+                return {"start": flat(out.start_logits), "end": flat(out.end_logits),
+                        "relevance": out.relevance_logits.float(), "no_answer": out.no_answer_logits.float()[:, None]}
+
+            indices, outputs = run_inference(forward, length_sorted_batches(lengths, per_batch), collate, accelerator)
+            rows = np.argsort(indices)
+            arrays = {k: v.numpy()[rows] for k, v in outputs.items()}
+            for i, r in enumerate(chunk):
+                preds.append(question_prediction(
+                    r["id"], padded[i], passage_mask[i].tolist(), arrays["relevance"][i],
+                    float(arrays["no_answer"][i, 0]), arrays["start"][i].reshape(M, L), arrays["end"][i].reshape(M, L),
+                    [feats[i * M + j]["offsets"] for j in range(M)], self.p.n_best, self.p.max_answer_length,
+                    self.p.span_passages))
+        return preds
+
+    @staticmethod
+    def fit_threshold(records: Sequence[dict], preds: Sequence[dict]) -> float:
+        return fit_null_threshold(preds, [{"id": r["id"], "answers": [{"text": a} for a in r["answers"]]}
+                                          for r in records])
+
+    def score(self, records: Sequence[dict], preds: Sequence[dict], threshold: float) -> dict[str, float]:
+        gold = {r["id"]: list(r["answers"]) for r in records}
+        final = {p["id"]: final_answer(p, threshold) for p in preds}
+        metrics = squad_v2_metrics(gold, final, na_scores={p["id"]: p["no_answer_score"] for p in preds},
+                                   span_preds={p["id"]: p["span_text"] for p in preds})
+        metrics["em"] = metrics["exact"]
+        metrics.update(reader_metrics(gold, preds))
+        metrics["null_threshold"] = float(threshold)
+        metrics["num_examples"] = len(preds)
+        return {k: float(v) for k, v in metrics.items()}
+
+    def evaluate(self, model: torch.nn.Module, examples: Sequence[Any], accelerator: Any,
+                 batch_size: int, split: str, out_dir: Any = None) -> dict[str, float]:
+        """Official SQuAD 2.0 metrics of the final answers (``em`` = ``exact``, ``f1``, HasAns/NoAns, in
+        %) at the no-answer threshold fitted on dev (on dev: on these predictions, so ``f1`` is
+        ``best_f1``; elsewhere: on the dev split with this model), plus passage@k, em@k and top_f1.
+        Writes predictions_<split>.jsonl (and predictions_dev.jsonl) when ``out_dir`` is given."""
+        preds = self.predict(model, examples, accelerator, batch_size)
+        threshold, dev_preds = self.p.null_threshold, None
+        if self.p.fit_threshold_on_dev:
+            if split == "dev":
+                threshold = self.fit_threshold(examples, preds)
+            elif self.dev_records:
+                dev_preds = self.predict(model, self.dev_records, accelerator, batch_size)
+                threshold = self.fit_threshold(self.dev_records, dev_preds)
+        metrics = self.score(examples, preds, threshold)
+        if out_dir is not None and accelerator.is_main_process:
+            self.write_predictions(Path(out_dir), split, examples, preds, threshold)
+            if dev_preds is not None:
+                self.write_predictions(Path(out_dir), "dev", self.dev_records, dev_preds, threshold)
+        return metrics
+
+    @staticmethod
+    def write_predictions(out_dir: Path, split: str, records: Sequence[dict], preds: Sequence[dict],
+                          threshold: float) -> None:
+        """predictions_<split>.jsonl: per question, the gold answers, the top passages (relevance,
+        selection probability, has_answer, top spans), the final answer and the no-answer score."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with (out_dir / f"predictions_{split}.jsonl").open("w", encoding="utf-8") as f:
+            for r, p in zip(records, preds):
+                f.write(json.dumps(prediction_record(r, p, threshold), ensure_ascii=False) + "\n")
+
+    # ------------------------------------------------------------------ saving
+    def save(self, model: torch.nn.Module, out_dir: Any) -> None:
+        out = Path(out_dir)
+        model.save_pretrained(out)
+        self.tokenizer.save_pretrained(out)
+
+    def state_dict(self) -> dict:
+        return {"rng": self.rng.bit_generator.state, "sample_rng": self.sample_rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.sample_rng.bit_generator.state = state["sample_rng"]

@@ -1,0 +1,88 @@
+"""Config sections of the text classification task (IMDB and any K-class text set): its data files
+and columns, and how the classifier reads the encoder. They extend the generic sections, so their
+flags are ``--data.text_column``, ``--model.pooling``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+from uda.config import ConfigError, DataConfig, ModelConfig, option
+
+
+@dataclass
+class TextDataConfig(DataConfig):
+    """Local data: an official ``aclImdb`` folder, a folder of train/test[/dev][/unsup] files in
+    json/jsonl(.gz)/csv/parquet, or one file used as the training pool."""
+
+    hub_id: Optional[str] = option("stanfordnlp/imdb", "Hugging Face hub dataset used when no local path is given.")
+    train_file: Optional[str] = option(None, "Labelled training pool file (overrides the one found in `path`).")
+    test_file: Optional[str] = option(None, "Test file (overrides the one found in `path`).")
+    dev_file: Optional[str] = option(None, "Dev file; when absent the dev split is carved from the training pool.")
+    unlabeled_file: Optional[str] = option(None, "Unlabelled file (overrides the one found in `path`).")
+    text_column: str = option("text", "Column holding the text.")
+    label_column: str = option("label", "Column holding the label (int index or label name).")
+    id_column: Optional[str] = option("id", "Column holding an example id (optional; row numbers are used when absent).")
+    label_names: Optional[list] = option(None, "Class names in index order (default: read from the data).")
+    id_order_file: Optional[str] = option(
+        None,
+        "File with one example id per line; the labelled set is then the first num_labeled/K ids of each class in "
+        "this order (the reference UDA order reproduces the paper's 20-label split).",
+    )
+    min_unlabeled_chars: int = option(500, "Skip texts of the unlabelled file shorter than this (reference: 500).")
+
+
+@dataclass
+class TextModelConfig(ModelConfig):
+    pooling: Literal["cls", "mean"] = option(
+        "cls", "Text classification: what the classifier reads. 'cls': the model's own sequence-classification head "
+        "(BERT: the pooler on the first token); 'mean': the mean of the last hidden states over the tokens, as "
+        "sentence encoders such as all-MiniLM-L6-v2 were trained (load the saved model with "
+        "tasks.text.model.load_text_classifier).")
+    contrastive_iterations: Optional[int] = option(
+        None, "Before training, fine-tune the encoder on pairs of the labelled examples with SetFit's contrastive "
+        "stage (the setfit package): this many pairs per labelled example (SetFit's num_iterations; 20 is its "
+        "default). None: off. Cached by encoder, labelled set, seed and settings.")
+    contrastive_lr: float = option(2e-5, "Learning rate of the contrastive stage (SetFit's body_learning_rate).")
+    mlm_steps: Optional[int] = option(
+        None, "Before training (and before the contrastive stage), continue the encoder's masked-LM pretraining on "
+        "the unlabelled pool for this many steps (task-adaptive pretraining, as UDA's BERT on IMDB text; "
+        "transformers' AutoModelForMaskedLM, BERT's 80/10/10 masking). None: off. Cached by encoder, texts, seed "
+        "and settings.")
+    mlm_lr: float = option(5e-5, "Peak learning rate of the MLM stage (AdamW, 10% linear warm-up, linear decay).")
+    mlm_batch_size: int = option(32, "Texts per step of the MLM stage (each cut to model.max_length tokens).")
+    mlm_max_texts: Optional[int] = option(
+        50000, "How many unlabelled texts the MLM stage draws (seeded by the run seed) and cycles through; None: "
+        "the whole pool.")
+    mlm_probability: float = option(0.15, "Share of the tokens the MLM stage masks (BERT's 15%).")
+    label_descriptions: Optional[list] = option(
+        None, "One short text per class, in label order, that describes it (IMDB: 'This movie is terrible.', 'This "
+        "movie is great.'): the classifier starts from them instead of a random head, each class's weights being "
+        "the encoder's normalised mean-pooled embedding of its text (a zero-shot start), scaled to fit the "
+        "labelled examples. Needs model.pooling mean. None: a random head.")
+
+    def validate(self) -> None:
+        if self.contrastive_iterations is not None and self.contrastive_iterations < 1:
+            raise ConfigError(f"model.contrastive_iterations must be >= 1 or None, got {self.contrastive_iterations}")
+        if self.contrastive_lr <= 0:
+            raise ConfigError(f"model.contrastive_lr must be > 0, got {self.contrastive_lr}")
+        if self.mlm_steps is not None and self.mlm_steps < 1:
+            raise ConfigError(f"model.mlm_steps must be >= 1 or None, got {self.mlm_steps}")
+        if not self.mlm_lr > 0:
+            raise ConfigError(f"model.mlm_lr must be > 0, got {self.mlm_lr}")
+        if self.mlm_batch_size < 1:
+            raise ConfigError(f"model.mlm_batch_size must be >= 1, got {self.mlm_batch_size}")
+        if self.mlm_max_texts is not None and self.mlm_max_texts < 1:
+            raise ConfigError(f"model.mlm_max_texts must be >= 1 or None (the whole pool), got {self.mlm_max_texts}")
+        if self.label_descriptions is not None and (
+                not self.label_descriptions or not all(isinstance(t, str) and t.strip() for t in self.label_descriptions)):
+            raise ConfigError(f"model.label_descriptions must be a list of non-empty texts, one per class, got "
+                              f"{self.label_descriptions!r}")
+        if self.label_descriptions is not None and self.pooling != "mean":
+            raise ConfigError("model.label_descriptions sets the weights of the mean-pooling head: add "
+                              "--model.pooling mean (or drop --model.label_descriptions)")
+        if not 0 < self.mlm_probability < 1:
+            raise ConfigError(f"model.mlm_probability must be in (0, 1), got {self.mlm_probability}")
+
+
+SECTIONS = {"data": TextDataConfig, "model": TextModelConfig}

@@ -1,0 +1,807 @@
+"""Text-classification data for UDA: labelled subset, dev, test and unlabelled pool.
+
+Sources, in order of precedence:
+
+* ``data.path`` (or the ``UDA_DATA_PATH`` environment variable):
+  - an official ``aclImdb`` folder (``train/{pos,neg[,unsup]}``, ``test/{pos,neg}``), or a folder holding one;
+  - a folder with files named ``train.*``, ``test.*``, optional ``dev.*`` and ``unsup.*``/``unlabeled.*``
+    in any supported format (json, jsonl, csv, tsv, parquet; json/jsonl/csv/tsv may be gzipped);
+  - a single file, used as the training pool.
+  ``data.train_file/test_file/dev_file/unlabeled_file`` override the files found in the folder.
+* otherwise the hub dataset ``data.hub_id`` through :func:`datasets.load_dataset`.
+
+All random choices use ``numpy.random.Generator`` seeded from ``seed``, so the same config and seed give the
+same split. Every problem with the data raises :class:`DataError` with a message that names the file, row or
+option and says what to do.
+
+Each local file (and each hub split) becomes an Arrow table on disk, converted once and then memory-mapped
+(``uda.arrow_cache``). The labelled, dev and test splits are small and read into lists; the unlabelled pool is
+an :class:`UnlabeledPool` of (table, row) pairs whose texts are read only when a batch needs them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+from collections.abc import Sequence as SequenceABC
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterator, Optional, Sequence
+
+import numpy as np
+
+from tasks.text.config import TextDataConfig
+from uda.arrow_cache import MappedPages, cached_table, file_key, hash_array, is_in_sorted, numpy_column, take_pylist
+from uda.data import (DataError, decode_text, read_bytes, check_data_file, file_extension, file_stem, iter_table,
+                      read_table, resolve_data_path)  # noqa: F401 (read_table: re-exported for callers)
+from uda.hub import hub_reachable
+from uda.io import text_hash
+
+
+@dataclass
+class TextClassificationData:
+    label_names: list[str]
+    train: list[dict]      # the labelled training subset, each {"id": str, "text": str, "label": int}
+    dev: list[dict]        # same keys; model selection split
+    test: list[dict]       # same keys
+    unlabeled: "UnlabeledPool"  # each {"id": str, "text": str} (+ "hidden_label"), read from disk
+    info: dict = field(default_factory=dict)  # counts and sources (json-serialisable) for logging
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.label_names)
+
+
+# ----------------------------------------------------------------------------- constants
+
+_SPLIT_PREFIX = re.compile(r"^(?:train|test|unsup)_")
+_UNLABELED_STEMS = ("unsup", "unlabeled", "unlabelled", "unsupervised")
+_DEV_STEMS = ("dev", "validation", "valid", "val")
+# ClassLabel names of hub datasets, for local copies whose labels are plain ints.
+_KNOWN_HUB_LABEL_NAMES = {
+    "stanfordnlp/imdb": ["neg", "pos"],
+    "imdb": ["neg", "pos"],
+}
+_HUB_UNREACHABLE = (
+    "no local data given and the hub is unreachable; pass --data.path /path/to/imdb "
+    "(a folder with train/test/unsup files or the aclImdb folder) or set UDA_DATA_PATH"
+)
+_INT_RE = re.compile(r"^[+-]?\d+$")
+
+
+# ----------------------------------------------------------------------------- small helpers
+
+def _strip_split_prefix(example_id: str) -> str:
+    return _SPLIT_PREFIX.sub("", example_id, count=1)
+
+
+def _rng(seed: int, purpose: int = 0) -> np.random.Generator:
+    """Labelled subset: Generator(seed); other purposes get their own independent stream."""
+    seed = int(seed) % (2**63)
+    return np.random.default_rng(seed if purpose == 0 else [seed, purpose])
+
+
+def read_aclimdb(folder: str | os.PathLike) -> dict[str, list[dict]]:
+    """Read the official aclImdb layout: ``train/{pos,neg[,unsup]}``, ``test/{pos,neg}``.
+
+    Returns ``{"train": [...], "test": [...], "unsup": [...]}`` with ``{"id", "text", "label"}`` rows;
+    labels are 0 (neg), 1 (pos), -1 (unsup); ids are the file names with their class folder, e.g.
+    ``"neg_9851_1.txt"`` (the reference UDA id-order format). Files are ordered by review number.
+    """
+    root = Path(folder)
+    if not _is_aclimdb(root):
+        raise DataError(f"'{root}' is not an aclImdb folder (needs train/pos, train/neg, test/pos, test/neg)")
+
+    def number(p: Path) -> tuple:
+        head = p.stem.split("_")[0]
+        return (int(head), p.name) if head.isdigit() else (math.inf, p.name)
+
+    out: dict[str, list[dict]] = {}
+    for split, classes in (("train", ("neg", "pos", "unsup")), ("test", ("neg", "pos"))):
+        for cls in classes:
+            d = root / split / cls
+            if not d.is_dir():
+                continue
+            label = -1 if cls == "unsup" else ("neg", "pos").index(cls)
+            rows = out.setdefault("unsup" if cls == "unsup" else split, [])
+            for f in sorted(d.glob("*.txt"), key=number):
+                data = f.read_bytes()
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise DataError(f"review file '{f}' is not valid UTF-8 (byte {e.start}); re-save it as UTF-8") \
+                        from None
+                rows.append({"id": f"{cls}_{f.name}", "text": text, "label": label})
+    out.setdefault("unsup", [])
+    return out
+
+
+def _is_aclimdb(root: Path) -> bool:
+    return all((root / s / c).is_dir() for s in ("train", "test") for c in ("pos", "neg"))
+
+
+# ----------------------------------------------------------------------------- source discovery
+
+def _row_schema() -> Any:
+    """Columns of a source's Arrow table. The label is stored as JSON because files mix integers, names,
+    floats and missing labels in one column (reported later, by row); a text's hash, length and blankness
+    are computed once, at conversion, so that building the unlabelled pool reads these small columns
+    instead of every text."""
+    import pyarrow as pa
+
+    return pa.schema([("id", pa.string()), ("text", pa.string()), ("label", pa.string()),
+                      ("hash", pa.binary(16)), ("chars", pa.int64()), ("blank", pa.bool_())])
+
+
+def _arrow_row(row: dict, where: str, i: int) -> dict:
+    t = row["text"]
+    try:
+        h = text_hash(t) if t is not None else bytes(16)
+    except UnicodeEncodeError:  # a lone surrogate from a JSON escape: Arrow cannot store it either
+        raise DataError(f"data file '{where}', row {i + 1}: the text is not valid Unicode (a lone surrogate "
+                        f"escape such as \\ud800); fix the row") from None
+    return {"id": row["id"], "text": t, "label": json.dumps(row["label"], default=str), "hash": h,
+            "chars": len(t) if t is not None else 0, "blank": t is None or not t.strip()}
+
+
+@dataclass(eq=False)
+class _Source:
+    name: str                     # where it came from, for messages and info
+    table: Any                    # datasets.Dataset with the _row_schema() columns
+
+    @cached_property
+    def rows(self) -> list[dict]:
+        """{"id", "text", "label"(raw)} of every row, in memory: for the labelled splits, which are small."""
+        ids, texts, labels = (self.table.data.column(c).to_pylist() for c in ("id", "text", "label"))
+        self.pages.release()
+        return [{"id": i, "text": t, "label": json.loads(y)} for i, t, y in zip(ids, texts, labels)]
+
+    @cached_property
+    def pages(self) -> MappedPages:
+        return MappedPages(self.table)
+
+    @cached_property
+    def checks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(blank, length in characters, text hash) of every row, as numpy arrays (25 bytes a row)."""
+        col = self.table.data.column
+        return (numpy_column(col("blank"), self.pages), numpy_column(col("chars"), self.pages),
+                hash_array(col("hash"), self.pages))
+
+
+def _file_source(path: Path, cfg: TextDataConfig, require_label: bool) -> _Source:
+    """A local file as a source: converted to Arrow by our reader (its checks and messages) on first use,
+    then read from the cache while the file is unchanged."""
+    check_data_file(path)
+    columns = (cfg.text_column, cfg.label_column, cfg.id_column)
+    rows = lambda: (_arrow_row(r, str(path), i) for i, r in  # noqa: E731
+                    enumerate(iter_table(path, *columns, require_label=require_label)))
+    key = {**file_key(path), "columns": columns, "require_label": require_label}
+    return _Source(str(path), cached_table("text", key, rows, _row_schema()))
+
+
+def _rows_source(name: str, rows: list[dict]) -> _Source:
+    """Rows already in memory (an aclImdb folder) as a source, with the same columns."""
+    import datasets
+    import pyarrow as pa
+
+    table = pa.Table.from_pylist([_arrow_row(r, name, i) for i, r in enumerate(rows)], schema=_row_schema())
+    return _Source(name, datasets.Dataset(datasets.table.InMemoryTable(table)))
+
+
+class UnlabeledPool(SequenceABC):
+    """The unlabelled pool, served from its sources' memory-mapped Arrow tables: item i is read when
+    asked for, as ``{"id", "text"}``, plus ``"hidden_label"`` for a text of the labelled pool (diagnostics
+    only, never trained on). In memory: 13 bytes a text (its table, row and hidden label)."""
+
+    def __init__(self, tables: list, source: np.ndarray, row: np.ndarray, hidden: np.ndarray,
+                 pages: Optional[list[MappedPages]] = None):
+        self._tables, self._source, self._row, self._hidden = tables, source, row, hidden
+        # the pages of the tables' files that a read mapped are given back after it (see MappedPages)
+        self._pages = [p for p in (pages or []) if p]
+        self._release()  # what the setup's reads left mapped
+        # the Arrow columns themselves: a row read from them takes microseconds, through Dataset[i] ~100
+        self._id_text = [(t.data.column("id"), t.data.column("text")) for t in tables]
+
+    def __len__(self) -> int:
+        return len(self._row)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return self.examples_at(range(*i.indices(len(self))))
+        return self.examples_at([i])[0]  # negative indices; IndexError past the end
+
+    def examples_at(self, positions: Sequence[int]) -> list[dict]:
+        """``[self[i] for i in positions]``, read together (a training step's batch): the pages the
+        reads mapped are given back once for the batch, not once per text."""
+        out = []
+        for i in positions:
+            i = range(len(self))[i]
+            ids, texts = self._id_text[self._source[i]]
+            r = int(self._row[i])
+            out.append(self._example(ids[r].as_py(), texts[r].as_py(), self._hidden[i]))
+        self._release()
+        return out
+
+    def _release(self) -> None:
+        for p in self._pages:
+            p.release()
+
+    @staticmethod
+    def _example(rid: str, text: str, hidden: int) -> dict:
+        ex = {"id": rid, "text": text}
+        if hidden >= 0:
+            ex["hidden_label"] = int(hidden)
+        return ex
+
+    def _read(self, column: str, batch: int = 10_000) -> Iterator[Any]:
+        """``column`` of every item in pool order, read a batch at a time (not row by row)."""
+        for start in range(0, len(self), batch):
+            src, rows = self._source[start:start + batch], self._row[start:start + batch]
+            out = np.empty(len(rows), dtype=object)
+            for k in np.unique(src):
+                at = src == k
+                out[at] = take_pylist(self._tables[k].data.column(column), rows[at])
+            self._release()
+            yield from out
+
+    def __iter__(self) -> Iterator[dict]:
+        for rid, text, hidden in zip(self._read("id"), self._read("text"), self._hidden):
+            yield self._example(rid, text, hidden)
+
+    def texts(self) -> Iterator[str]:
+        """The texts, in pool order, read as they are consumed."""
+        return self._read("text")
+
+    def texts_at(self, positions: Sequence[int]) -> list[str]:
+        """The texts of the items at ``positions`` (read together, a table at a time)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        out = np.empty(len(positions), dtype=object)
+        src, rows = self._source[positions], self._row[positions]
+        for k in np.unique(src):
+            at = src == k
+            out[at] = take_pylist(self._tables[k].data.column("text"), rows[at])
+        self._release()
+        return out.tolist()
+
+    def text_hashes(self) -> np.ndarray:
+        """:func:`uda.io.text_hash` of every text, in pool order (numpy ``S16``), from the tables' hash columns."""
+        hashes = np.empty(len(self), dtype="S16")
+        for k, table in enumerate(self._tables):
+            at = self._source == k
+            hashes[at] = hash_array(table.data.column("hash").take(self._row[at]))
+        self._release()
+        return hashes
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SequenceABC) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"UnlabeledPool({len(self)} texts)"
+
+
+def require_copies(pool: UnlabeledPool, lookup: Any, file: str) -> None:
+    """The join of a precomputed augmentation file to the pool, at setup: every pool text must have
+    copies (found by text hash, ``lookup.missing``); else a DataError naming the first texts without."""
+    missing = lookup.missing(pool.text_hashes())
+    if len(missing):
+        first = "; ".join(f"id '{ex['id']}', {ex['text'][:60]!r}" for ex in (pool[int(i)] for i in missing[:3]))
+        raise DataError(f"--augment.file '{file}' has no augmented copy for {len(missing)} of the {len(pool)} "
+                        f"unlabelled texts (the first: {first}); regenerate it for this data")
+
+
+def _find_in_folder(folder: Path, stems: Sequence[str], required: bool, what: str, option: str) -> Optional[Path]:
+    found = [p for p in sorted(folder.iterdir()) if p.is_file() and file_stem(p).lower() in stems and file_extension(p)]
+    if len(found) > 1:
+        raise DataError(f"folder '{folder}' has several {what} files ({', '.join(p.name for p in found)}); "
+                        f"keep one or pass --data.{option}")
+    if not found:
+        if required:
+            listing = sorted(p.name for p in folder.iterdir())[:20]
+            raise DataError(f"folder '{folder}' has no {what} file (expected {stems[0]}.jsonl, {stems[0]}.csv, ...; "
+                            f"found {listing}); add one or pass --data.{option}")
+        return None
+    return found[0]
+
+
+def _override(value: Optional[str], folder: Optional[Path], option: str) -> Optional[Path]:
+    if not value:
+        return None
+    p = Path(value).expanduser()
+    if not p.exists() and folder is not None and not p.is_absolute() and (folder / p).exists():
+        p = folder / p
+    if not p.exists():
+        raise DataError(f"--data.{option} '{value}' does not exist; fix the path")
+    return p
+
+
+def _local_sources(cfg: TextDataConfig, path: Optional[str]) -> dict:
+    """Returns {"train", "test", "dev", "unlabeled": _Source | None, "default_names": list | None, "kind": str}."""
+    folder: Optional[Path] = None
+    out: dict[str, Any] = {"train": None, "test": None, "dev": None, "unlabeled": None,
+                           "default_names": None, "kind": "files"}
+    found: dict[str, Optional[Path]] = {"train": None, "test": None, "dev": None, "unlabeled": None}
+    if path:
+        root = Path(path).expanduser()
+        if not root.exists():
+            raise DataError(f"data path '{root}' (from --data.path or UDA_DATA_PATH) does not exist; "
+                            f"pass --data.path /path/to/imdb (a folder with train/test/unsup files or the aclImdb "
+                            f"folder)")
+        if root.is_dir():
+            folder = root
+            acl = root if _is_aclimdb(root) else (root / "aclImdb" if _is_aclimdb(root / "aclImdb") else None)
+            if acl is not None:
+                splits = read_aclimdb(acl)
+                out["kind"] = "aclImdb"
+                out["default_names"] = ["neg", "pos"]
+                out["train"] = _rows_source(str(acl / "train"), splits["train"])
+                out["test"] = _rows_source(str(acl / "test"), splits["test"])
+                if splits["unsup"]:
+                    out["unlabeled"] = _rows_source(str(acl / "train" / "unsup"), splits["unsup"])
+            else:
+                has_train = cfg.train_file is None
+                found["train"] = _find_in_folder(root, ("train",), has_train, "train", "train_file")
+                found["test"] = _find_in_folder(root, ("test",), cfg.test_file is None, "test", "test_file")
+                found["dev"] = _find_in_folder(root, _DEV_STEMS, False, "dev", "dev_file")
+                found["unlabeled"] = _find_in_folder(root, _UNLABELED_STEMS, False, "unlabelled", "unlabeled_file")
+        else:
+            out["kind"] = "single file"
+            found["train"] = root
+    for key, option in (("train", "train_file"), ("test", "test_file"), ("dev", "dev_file"),
+                        ("unlabeled", "unlabeled_file")):
+        o = _override(getattr(cfg, option), folder, option)
+        if o is not None:
+            found[key] = o
+    for key, p in found.items():
+        if p is not None:
+            out[key] = _file_source(p, cfg, require_label=key != "unlabeled")
+    if out["train"] is None:
+        raise DataError("no training data: pass --data.path (folder or file) or --data.train_file")
+    return out
+
+
+def _hub_sources(cfg: TextDataConfig) -> dict:
+    if not cfg.hub_id:
+        raise DataError("no local data given and data.hub_id is empty; pass --data.path /path/to/data or set "
+                        "UDA_DATA_PATH")
+    if not hub_reachable():
+        raise DataError(_HUB_UNREACHABLE)
+    import datasets
+
+    try:
+        ds = datasets.load_dataset(cfg.hub_id)
+    except Exception as e:  # network, auth, missing dataset
+        raise DataError(f"could not load hub dataset '{cfg.hub_id}' ({type(e).__name__}: {e}); "
+                        f"pass --data.path /path/to/data or set UDA_DATA_PATH") from None
+    names = None
+    out: dict[str, Any] = {"train": None, "test": None, "dev": None, "unlabeled": None,
+                           "default_names": None, "kind": f"hub:{cfg.hub_id}"}
+
+    def convert(split: str) -> _Source:
+        d = ds[split]
+        cols = list(d.column_names)
+        if cfg.text_column not in cols:
+            raise DataError(f"hub dataset '{cfg.hub_id}' split '{split}' has no text column '{cfg.text_column}' "
+                            f"(columns: {cols}); set --data.text_column")
+        name = f"{cfg.hub_id}[{split}]"
+        has_label = cfg.label_column in cols
+        has_id = bool(cfg.id_column) and cfg.id_column in cols
+
+        def row(ex: dict, i: int) -> dict:
+            return _arrow_row({"id": str(ex[cfg.id_column]) if has_id else f"{split}-{i}", "text": ex[cfg.text_column],
+                               "label": ex[cfg.label_column] if has_label else None}, name, i)
+
+        # the same columns as a local file's table, on disk: datasets caches the map beside the download
+        table = d.map(row, with_indices=True, remove_columns=cols,
+                      features=datasets.Features.from_arrow_schema(_row_schema()))
+        return _Source(name, table)
+
+    splits = list(ds.keys())
+    if "train" not in splits:
+        raise DataError(f"hub dataset '{cfg.hub_id}' has no 'train' split (splits: {splits}); pass --data.path")
+    feat = ds["train"].features.get(cfg.label_column)
+    if feat is not None and hasattr(feat, "names"):
+        names = list(feat.names)
+    out["default_names"] = names
+    out["train"] = convert("train")
+    for key, candidates in (("test", ("test",)), ("dev", ("validation", "dev")),
+                            ("unlabeled", ("unsupervised", "unsup", "unlabeled"))):
+        for s in candidates:
+            if s in splits:
+                out[key] = convert(s)
+                break
+    return out
+
+
+# ----------------------------------------------------------------------------- labels
+
+def _raw_label(value: Any) -> Any:
+    """None for missing; int for ints / int-like strings / integral floats; else the stripped string."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        return int(value) if value.is_integer() else value
+    if isinstance(value, str):
+        s = value.strip()
+        if not s:
+            return None
+        return int(s) if _INT_RE.match(s) else s
+    return value
+
+
+class _LabelMap:
+    def __init__(self, names: list[str], mode: str):
+        self.names = [str(n) for n in names]
+        self.index = {n: i for i, n in enumerate(self.names)}
+        self.mode = mode  # how the names were chosen, for info
+
+    def map(self, value: Any, where: str, unlabeled_ok: bool) -> int:
+        """Return the class index, or -1 for unlabelled (only when unlabeled_ok)."""
+        if value is None or value == -1:
+            if unlabeled_ok:
+                return -1
+            raise DataError(f"{where}: missing label (or -1); every example of this split needs a label "
+                            f"in {self.names}")
+        if isinstance(value, str):
+            if value in self.index:
+                return self.index[value]
+            raise DataError(f"{where}: unknown label '{value}'; expected one of {self.names} (label set from "
+                            f"{self.mode}): the splits' label sets differ. Fix the label, or set --data.label_names "
+                            f"to the full list of class names")
+        if isinstance(value, int):
+            if 0 <= value < len(self.names):
+                return value
+            raise DataError(f"{where}: label {value} is out of range for {len(self.names)} classes {self.names} "
+                            f"(label set from {self.mode}); "
+                            f"fix the label or set --data.label_names to all class names")
+        raise DataError(f"{where}: label {value!r} is neither a class index nor a class name from {self.names}")
+
+
+def _choose_label_names(cfg: TextDataConfig, default_names: Optional[list], train: _Source) -> _LabelMap:
+    if cfg.label_names:
+        names = [str(n) for n in cfg.label_names]
+        if len(set(names)) != len(names):
+            raise DataError(f"--data.label_names {names} has duplicates; give each class once")
+        # int-like strings that are class names stay names
+        return _LabelMap(names, "data.label_names")
+    if default_names:
+        return _LabelMap(list(default_names), "dataset")
+    ints, strs = set(), set()
+    for i, r in enumerate(train.rows):
+        v = _raw_label(r["label"])
+        if v is None or v == -1:
+            continue
+        if isinstance(v, int):
+            if v < 0:
+                raise DataError(f"data file '{train.name}', row {i + 1} (id '{r['id']}'): label {v} is negative; "
+                                f"use 0..K-1, a class name, or -1 for unlabelled")
+            ints.add(v)
+        elif isinstance(v, str):
+            strs.add(v)
+        else:
+            raise DataError(f"data file '{train.name}', row {i + 1} (id '{r['id']}'): label {r['label']!r} is "
+                            f"neither a class index nor a class name")
+    if ints and strs:
+        raise DataError(f"data file '{train.name}' mixes integer labels and label names ({sorted(strs)[:5]}); "
+                        f"use one kind, or set --data.label_names so names and indices agree")
+    if strs:
+        return _LabelMap(sorted(strs), "sorted names in train")
+    if not ints:
+        raise DataError(f"data file '{train.name}' has no labelled rows (all labels missing or -1); "
+                        f"the training pool needs labels")
+    k = max(ints) + 1
+    known = _KNOWN_HUB_LABEL_NAMES.get(cfg.hub_id or "")
+    if known and k <= len(known):
+        return _LabelMap(list(known), f"hub ClassLabel names of {cfg.hub_id}")
+    return _LabelMap([str(i) for i in range(k)], "class indices")
+
+
+def _map_labels(src: _Source, lm: _LabelMap, split: str, label_names_from_cfg: bool) -> list[int]:
+    labels = []
+    train = split == "train"
+    for i, r in enumerate(src.rows):
+        where = f"{split} data '{src.name}', row {i + 1} (id '{r['id']}')"
+        raw = r["label"]
+        v = raw.strip() if isinstance(raw, str) else raw
+        if label_names_from_cfg and isinstance(v, str) and v in lm.index:
+            y = lm.index[v]
+        else:
+            y = lm.map(_raw_label(raw), where, unlabeled_ok=train)
+        if y >= 0:
+            t = r["text"]
+            if t is None or not str(t).strip():
+                raise DataError(f"{where}: empty text in labelled data; remove the row or fill in its text")
+        labels.append(y)
+    return labels
+
+
+# ----------------------------------------------------------------------------- selection
+
+def _by_class(indices: Sequence[int], labels: Sequence[int], k: int) -> list[list[int]]:
+    out: list[list[int]] = [[] for _ in range(k)]
+    for i in indices:
+        out[labels[i]].append(i)
+    return out
+
+
+def _balanced_subset(per_class: list[list[int]], n: int, rng: np.random.Generator) -> list[int]:
+    """Seeded subset of n indices, as even across classes as availability allows; sorted."""
+    k = len(per_class)
+    total = sum(len(c) for c in per_class)
+    if n >= total:
+        return sorted(i for c in per_class for i in c)
+    quota = [0] * k
+    remaining = n
+    open_classes = [c for c in range(k) if per_class[c]]
+    while remaining > 0 and open_classes:
+        share, extra = divmod(remaining, len(open_classes))
+        nxt = []
+        for j, c in enumerate(open_classes):
+            want = share + (1 if j < extra else 0)
+            take = min(want, len(per_class[c]) - quota[c])
+            quota[c] += take
+            remaining -= take
+            if quota[c] < len(per_class[c]):
+                nxt.append(c)
+        open_classes = nxt
+    chosen: list[int] = []
+    for c in range(k):
+        if quota[c]:
+            pick = rng.choice(len(per_class[c]), size=quota[c], replace=False)
+            chosen.extend(per_class[c][j] for j in pick)
+    return sorted(chosen)
+
+
+def _read_id_order(path_str: str) -> list[str]:
+    p = Path(path_str).expanduser()
+    if not p.is_file():
+        raise DataError(f"--data.id_order_file '{path_str}' does not exist; fix the path or leave it unset")
+    text = decode_text(read_bytes(p), p)
+    ids = [line.strip() for line in text.split("\n") if line.strip()]
+    if not ids:
+        raise DataError(f"--data.id_order_file '{p}' is empty; it must list one example id per line")
+    return ids
+
+
+def _select_by_order(order_file: str, pool: _Source, idx: Sequence[int], labels: Sequence[int], per: int,
+                     lm: _LabelMap) -> list[int]:
+    order = _read_id_order(order_file)
+    lookup: dict[str, int] = {}
+    for i in idx:  # exact ids win over prefix-stripped ones
+        lookup.setdefault(_strip_split_prefix(pool.rows[i]["id"]), i)
+    for i in idx:
+        lookup[pool.rows[i]["id"]] = i
+    k = len(lm.names)
+    got: list[list[int]] = [[] for _ in range(k)]
+    chosen: list[int] = []
+    seen: set[int] = set()
+    need = per * k
+    for line in order:
+        i = lookup.get(line)
+        if i is None:
+            i = lookup.get(_strip_split_prefix(line))
+        if i is None or i in seen:
+            continue
+        c = labels[i]
+        if len(got[c]) < per:
+            got[c].append(i)
+            chosen.append(i)
+            seen.add(i)
+            if len(chosen) == need:
+                break
+    short = [f"'{lm.names[c]}': {len(got[c])}" for c in range(k) if len(got[c]) < per]
+    if short:
+        raise DataError(f"--data.id_order_file '{order_file}' lists too few ids of the training pool "
+                        f"'{pool.name}' for {per} per class (found {', '.join(short)}); check that its ids match "
+                        f"the pool's id column '--data.id_column' or lower --data.num_labeled")
+    return chosen
+
+
+# ----------------------------------------------------------------------------- main entry
+
+def test_subset(labels: Sequence[int], num_classes: int, size: int, seed: int) -> list[int]:
+    """The balanced seeded subset of a test set that ``data.max_test`` evaluates (indices)."""
+    return _balanced_subset(_by_class(range(len(labels)), labels, num_classes), size, _rng(seed, 2))
+
+
+def load_text_classification(cfg: TextDataConfig, seed: int) -> TextClassificationData:
+    """Load sources (see module doc) and build the labelled subset, dev, test and unlabelled pool."""
+    t0 = time.perf_counter()
+    path = resolve_data_path(cfg)
+    local = bool(path or cfg.train_file)
+    src = _local_sources(cfg, path) if local else _hub_sources(cfg)
+    pool: _Source = src["train"]
+    lm = _choose_label_names(cfg, src["default_names"], pool)
+    k = len(lm.names)
+    if k < 2:
+        raise DataError(f"only one class {lm.names} in '{pool.name}'; classification needs at least 2 "
+                        f"(set --data.label_names if classes are missing from the training pool)")
+    from_cfg = bool(cfg.label_names)
+    y_pool = _map_labels(pool, lm, "train", from_cfg)
+
+    use_all = cfg.num_labeled == 0  # every labelled example of the pool that is not dev
+    if cfg.num_labeled < 0 or cfg.num_labeled % k:
+        raise DataError(f"data.num_labeled={cfg.num_labeled} must be a positive multiple of the number of classes "
+                        f"({k}: {lm.names}) so each class gets the same count, or 0 for all labelled examples; "
+                        f"e.g. --data.num_labeled {k * 10}")
+    per = cfg.num_labeled // k
+
+    # dev from a file (if any) first, so its texts can be kept out of everything else
+    dev_rows: list[dict] = []
+    dev_source = None
+    if src["dev"] is not None:
+        d = src["dev"]
+        y_dev = _map_labels(d, lm, "dev", from_cfg)
+        all_dev = list(range(len(d.rows)))
+        keep = all_dev if cfg.dev_size <= 0 else _balanced_subset(_by_class(all_dev, y_dev, k), cfg.dev_size,
+                                                                   _rng(seed, 1))
+        dev_rows = [{"id": d.rows[i]["id"], "text": d.rows[i]["text"], "label": y_dev[i]} for i in keep]
+        dev_source = d.name
+    dev_texts = {r["text"] for r in dev_rows}
+
+    labelled_idx = [i for i, y in enumerate(y_pool) if y >= 0 and pool.rows[i]["text"] not in dev_texts]
+    pool_classes = _by_class(labelled_idx, y_pool, k)
+    for c in range(k):
+        if len(pool_classes[c]) < per:
+            raise DataError(f"training pool '{pool.name}' has only {len(pool_classes[c])} labelled examples of class "
+                            f"'{lm.names[c]}' but data.num_labeled={cfg.num_labeled} asks for {per} per class; "
+                            f"lower --data.num_labeled or add data")
+
+    carve = src["dev"] is None and cfg.dev_size > 0  # dev carved from the training pool
+
+    def carve_dev(candidates: list[int], need: int, too_few: str) -> tuple[list[int], list[dict], str, set]:
+        """A balanced dev set from ``candidates``: (indices, rows, source, texts); ``too_few`` says
+        what to do when there are fewer than ``need`` of them."""
+        if len(candidates) < need:
+            raise DataError(too_few)
+        idx = _balanced_subset(_by_class(candidates, y_pool, k), cfg.dev_size, _rng(seed, 1))
+        rows = [{"id": pool.rows[i]["id"], "text": pool.rows[i]["text"], "label": y_pool[i]} for i in idx]
+        return idx, rows, f"carved from {pool.name}", {r["text"] for r in rows}
+
+    dev_idx: list[int] = []
+    if use_all:
+        # dev first (when carved from the pool), then every other labelled example is trained on
+        if carve:  # at least one example must be left to train on
+            dev_idx, dev_rows, dev_source, dev_texts = carve_dev(
+                labelled_idx, cfg.dev_size + 1, f"data.dev_size={cfg.dev_size} leaves no training example of the {len(labelled_idx)} "
+                f"labelled ones of '{pool.name}' (data.num_labeled=0: all the rest); lower --data.dev_size or give "
+                f"--data.dev_file")
+        carved = set(dev_idx)
+        train_idx = [i for i in labelled_idx if i not in carved and pool.rows[i]["text"] not in dev_texts]
+        selection = "all labelled examples not in dev (data.num_labeled=0)"
+    elif cfg.id_order_file:
+        order_file = cfg.id_order_file
+        data_path = resolve_data_path(cfg)
+        if not Path(order_file).expanduser().exists() and data_path and Path(data_path).is_dir() \
+                and (Path(data_path) / order_file).is_file():
+            order_file = str(Path(data_path) / order_file)  # a bare name is looked up in the data folder
+        train_idx = _select_by_order(order_file, pool, labelled_idx, y_pool, per, lm)
+        selection = f"id_order_file {cfg.id_order_file}"
+    else:
+        rng = _rng(seed, 0)
+        train_idx = []
+        for c in range(k):
+            pick = rng.choice(len(pool_classes[c]), size=per, replace=False)
+            train_idx.extend(pool_classes[c][j] for j in pick)
+        train_idx.sort()
+        selection = f"random per class (seed {seed})"
+    train_set = set(train_idx)
+    train_texts = {pool.rows[i]["text"] for i in train_idx}
+
+    if carve and not use_all:
+        rest = [i for i in labelled_idx if i not in train_set and pool.rows[i]["text"] not in train_texts]
+        dev_idx, dev_rows, dev_source, dev_texts = carve_dev(
+            rest, cfg.dev_size, f"data.dev_size={cfg.dev_size} but only {len(rest)} labelled examples of '{pool.name}' remain "
+            f"after the {len(train_idx)} training ones; lower --data.dev_size or give --data.dev_file")
+    dev_set = set(dev_idx)
+
+    train_rows = [{"id": pool.rows[i]["id"], "text": pool.rows[i]["text"], "label": y_pool[i]} for i in train_idx]
+
+    # test
+    test_rows: list[dict] = []
+    test_total = 0
+    if src["test"] is not None:
+        t = src["test"]
+        y_test = _map_labels(t, lm, "test", from_cfg)
+        test_total = len(t.rows)
+        all_t = list(range(test_total))
+        keep = all_t if cfg.max_test is None else test_subset(y_test, k, cfg.max_test, seed)
+        test_rows = [{"id": t.rows[i]["id"], "text": t.rows[i]["text"], "label": y_test[i]} for i in keep]
+
+    # unlabelled pool: unlabelled file (long enough) + -1 rows of train + (optionally) the train pool, as
+    # (source, row) pairs: the texts stay on disk, and the checks read the columns computed at conversion.
+    # Texts are compared by their 128-bit hash (uda.io.text_hash): two different texts share one with
+    # negligible odds. Every test text (not only a --data.max_test subset) is kept out of the pool:
+    # IMDB's train and unsup files hold some test reviews verbatim.
+    sources = [s for s in (src["unlabeled"], pool) if s is not None]
+    test_hashes = np.sort(src["test"].checks[2]) if src["test"] is not None else np.empty(0, dtype="S16")
+    dev_hashes = np.sort(np.array([text_hash(t) for t in dev_texts], dtype="S16"))
+    skipped = {"short": 0, "dev": 0, "test": 0}
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (source, row, hidden label) of each part
+
+    def add_unlabeled(source: _Source, rows: np.ndarray, check_len: bool, hidden: Optional[np.ndarray] = None) -> int:
+        """Add the ``rows`` of ``source`` that are not blank, long enough (``check_len``) and not dev or test
+        texts; returns how many. Skips are counted in that order, as each row is skipped for its first reason."""
+        blank, chars, hashes = source.checks
+        keep = ~blank[rows]
+        if check_len:
+            short = keep & (chars[rows] < cfg.min_unlabeled_chars)
+            skipped["short"] += int(short.sum())
+            keep &= ~short
+        for reason, ref in (("dev", dev_hashes), ("test", test_hashes)):
+            hit = keep & is_in_sorted(hashes[rows], ref)
+            skipped[reason] += int(hit.sum())
+            keep &= ~hit
+        n = int(keep.sum())
+        parts.append((np.full(n, sources.index(source), dtype=np.int8), rows[keep],
+                      hidden[keep] if hidden is not None else np.full(n, -1, dtype=np.int32)))
+        return n
+
+    from_file = 0
+    if src["unlabeled"] is not None:
+        from_file = add_unlabeled(src["unlabeled"], np.arange(len(src["unlabeled"].table)), True)
+    y = np.array(y_pool, dtype=np.int32)
+    from_train_unlabeled = add_unlabeled(pool, np.flatnonzero(y < 0), True)
+    from_train = 0
+    if cfg.unlabeled_from_train:
+        rows = np.array([i for i in np.flatnonzero(y >= 0) if i not in dev_set], dtype=np.int64)
+        from_train = add_unlabeled(pool, rows, False, y[rows])
+    source, row, hidden = (np.concatenate(c) for c in zip(*parts))
+    before_cap = len(row)
+    if cfg.max_unlabeled is not None and cfg.max_unlabeled < before_cap:
+        keep = np.sort(_rng(seed, 3).choice(before_cap, size=max(cfg.max_unlabeled, 0), replace=False))
+        source, row, hidden = source[keep], row[keep], hidden[keep]
+    unl = UnlabeledPool([s.table for s in sources], source, row, hidden, [s.pages for s in sources])
+
+    def counts(rows: list[dict]) -> dict:
+        c = {n: 0 for n in lm.names}
+        for r in rows:
+            c[lm.names[r["label"]]] += 1
+        return c
+
+    info = {
+        "source": src["kind"],
+        "path": path,
+        "files": {key: (src[key].name if src[key] is not None else None)
+                  for key in ("train", "test", "dev", "unlabeled")},
+        "label_names": lm.names,
+        "label_names_from": lm.mode,
+        "num_classes": k,
+        "seed": seed,
+        "selection": selection,
+        "dev_source": dev_source,
+        "counts": {
+            "train_pool": len(pool.rows),
+            "train_pool_labeled": len(labelled_idx),
+            "train_pool_per_class": {lm.names[c]: len(pool_classes[c]) for c in range(k)},
+            "train": len(train_rows),
+            "train_per_class": counts(train_rows),
+            "dev": len(dev_rows),
+            "dev_per_class": counts(dev_rows),
+            "test": len(test_rows),
+            "test_total": test_total,
+            "test_per_class": counts(test_rows),
+            "unlabeled": len(unl),
+            "unlabeled_before_cap": before_cap,
+            "unlabeled_from_file": from_file,
+            "unlabeled_from_train_unlabeled_rows": from_train_unlabeled,
+            "unlabeled_from_train_pool": from_train,
+            "unlabeled_skipped_short": skipped["short"],
+            "unlabeled_skipped_dev_text": skipped["dev"],
+            "unlabeled_skipped_test_text": skipped["test"],
+        },
+        "load_seconds": round(time.perf_counter() - t0, 3),
+    }
+    return TextClassificationData(label_names=lm.names, train=train_rows, dev=dev_rows, test=test_rows,
+                                  unlabeled=unl, info=info)

@@ -1,0 +1,169 @@
+"""Text classifiers: the model's own sequence-classification head, or a mean-pooling head.
+
+Sentence encoders such as all-MiniLM-L6-v2 were trained to represent a text by the mean of its
+token states, not by the first token: a linear probe on their mean-pooled features is clearly better
+than one on the [CLS]/pooler output (README: 0.60-0.62 against 0.53-0.56 dev accuracy at 20 labels).
+``MeanPoolClassifier`` puts the classifier there.
+
+Its state dict uses the encoder's own key names (``embeddings.*``, ``encoder.*``) plus
+``classifier.*``, and ``save_pretrained`` writes all of it into the encoder's ``model.safetensors``
+with a ``text_classifier.json`` beside it, so the folder loads whole with
+:func:`load_text_classifier` and as a plain encoder with ``AutoModel`` (which skips the head).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import torch
+from torch import nn
+
+from tasks.common.heads import HeadedModel
+
+HEAD_CONFIG = "text_classifier.json"
+
+
+@dataclass
+class ClassifierOutput:
+    logits: torch.Tensor  # (B, K)
+
+
+def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Mean of the token states over the real (unpadded) tokens. (B, T, H), (B, T) -> (B, H)."""
+    mask = attention_mask.to(hidden.dtype).unsqueeze(-1)  # (B, T, 1)
+    return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+
+
+class MeanPoolClassifier(HeadedModel):
+    def __init__(self, encoder: nn.Module, num_labels: int, dropout: Optional[float] = None) -> None:
+        if getattr(encoder, "pooler", None) is not None:
+            # the first-token pooler is not used; left in, it would have no gradient, which
+            # DistributedDataParallel treats as an error
+            encoder.pooler = None
+        super().__init__(encoder)  # parameter names are the encoder's: AutoModel reads the saved folder
+        cfg = encoder.config
+        p = dropout if dropout is not None else getattr(cfg, "hidden_dropout_prob", 0.1)
+        self.classifier = nn.Sequential(nn.Dropout(p), nn.Linear(cfg.hidden_size, num_labels))
+        nn.init.normal_(self.classifier[1].weight, std=getattr(cfg, "initializer_range", 0.02))
+        nn.init.zeros_(self.classifier[1].bias)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: Optional[torch.Tensor] = None) -> ClassifierOutput:
+        kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        hidden = self.inner(input_ids=input_ids, attention_mask=attention_mask, return_dict=True,
+                                    **kwargs).last_hidden_state  # (B, T, H)
+        return ClassifierOutput(self.classifier(mean_pool(hidden, attention_mask)))
+
+    def save_pretrained(self, out_dir: str | Path) -> None:
+        out = Path(out_dir)
+        self.inner.save_pretrained(out, state_dict=self.state_dict())
+        (out / HEAD_CONFIG).write_text(json.dumps({
+            "pooling": "mean", "num_labels": self.classifier[1].out_features, "dropout": self.classifier[0].p,
+            "id2label": {str(k): v for k, v in (self.config.id2label or {}).items()},
+            "weights": "classifier.1.* in model.safetensors"}, indent=2), encoding="utf-8")
+
+
+def build_text_classifier(name_or_path: str, label_names: list[str], pooling: str = "cls",
+                          dropout: Optional[float] = None, trust_remote_code: bool = False) -> nn.Module:
+    """A classifier over ``label_names`` from a pretrained encoder, or from a folder this module (or
+    ``AutoModelForSequenceClassification``) saved: a warm start keeps its trained head when the labels
+    agree."""
+    from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification
+
+    id2label = dict(enumerate(label_names))
+    kwargs: dict = {}
+    if dropout is not None:
+        kwargs.update(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    config = AutoConfig.from_pretrained(name_or_path, num_labels=len(label_names), id2label=id2label,
+                                        label2id={v: k for k, v in id2label.items()},
+                                        trust_remote_code=trust_remote_code, **kwargs)
+    if pooling == "cls":
+        if (Path(name_or_path) / HEAD_CONFIG).is_file():
+            raise ValueError(f"'{name_or_path}' holds a mean-pooling classifier; use --model.pooling mean with it")
+        return AutoModelForSequenceClassification.from_pretrained(name_or_path, config=config,
+                                                                  trust_remote_code=trust_remote_code)
+    if pooling != "mean":
+        raise ValueError(f"unknown pooling {pooling!r}: use 'cls' or 'mean'")
+    encoder = AutoModel.from_pretrained(name_or_path, config=config, trust_remote_code=trust_remote_code)
+    model = MeanPoolClassifier(encoder, len(label_names), dropout)
+    head = Path(name_or_path) / HEAD_CONFIG
+    if head.is_file() and json.loads(head.read_text(encoding="utf-8")).get("num_labels") == len(label_names):
+        model.classifier.load_state_dict(_head_weights(Path(name_or_path)))
+    return model
+
+
+@torch.no_grad()
+def pooled_features(model: MeanPoolClassifier, batch: dict) -> torch.Tensor:
+    """The mean-pooled encoder states the head reads, in eval mode (no dropout). (B, H)"""
+    was_training = model.training
+    model.eval()
+    try:
+        hidden = model.inner(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                             return_dict=True).last_hidden_state
+        return mean_pool(hidden, batch["attention_mask"]).float()
+    finally:
+        model.train(was_training)
+
+
+def fit_scale(scores: torch.Tensor, labels: torch.Tensor, max_logit: float = 10.0) -> float:
+    """The s >= 0 that maximises the likelihood of ``labels`` under softmax(s * scores) (scores (N, K)).
+
+    The loss is convex in s, so a ternary search finds it; s is capped where the largest logit gap over
+    the examples reaches ``max_logit`` (perfectly separated examples would send it to infinity)."""
+    scores = scores.double()  # the loss is flat near its minimum: float32 would stop short
+    gap = float((scores.max(dim=-1).values - scores.min(dim=-1).values).max())
+    hi = max_logit / gap if gap > 0 else 0.0
+    lo = 0.0
+
+    def loss(s: float) -> float:
+        return float(torch.nn.functional.cross_entropy(s * scores, labels))
+
+    for _ in range(100):
+        a, b = lo + (hi - lo) / 3, hi - (hi - lo) / 3
+        if loss(a) <= loss(b):
+            hi = b
+        else:
+            lo = a
+    return (lo + hi) / 2
+
+
+def init_head_from_descriptions(model: MeanPoolClassifier, descriptions: dict, labelled: list[dict]) -> float:
+    """Start the head as a zero-shot classifier: class c's weights are s * e_c, e_c the normalised
+    mean-pooled embedding of its description, bias 0, so the logits are s * (e_c . x) for a text's pooled
+    features x (the same argmax as cosine similarity); s is fitted to the labelled examples
+    (``fit_scale``). ``descriptions``: a tokenised batch; ``labelled``: tokenised batches with ``labels``.
+    Returns s."""
+    e = torch.nn.functional.normalize(pooled_features(model, descriptions), dim=-1)  # (K, H)
+    scores = torch.cat([pooled_features(model, b) @ e.T for b in labelled])
+    scale = fit_scale(scores, torch.cat([b["labels"] for b in labelled]))
+    linear = model.classifier[1]
+    linear.weight.data.copy_((scale * e).to(linear.weight.dtype))
+    linear.bias.data.zero_()
+    return scale
+
+
+def _head_weights(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors import safe_open
+
+    state = {}
+    for f in sorted(folder.glob("model*.safetensors")):
+        with safe_open(str(f), framework="pt") as sf:
+            state.update({k[len("classifier."):]: sf.get_tensor(k) for k in sf.keys() if k.startswith("classifier.")})
+    if not state:
+        raise FileNotFoundError(f"no classifier.* weights in the safetensors files of '{folder}'")
+    return state
+
+
+def load_text_classifier(path: str | Path, trust_remote_code: bool = False) -> nn.Module:
+    """Load a classifier saved by the text classification task (either pooling)."""
+    from transformers import AutoModelForSequenceClassification
+
+    p = Path(path)
+    if not (p / HEAD_CONFIG).is_file():
+        return AutoModelForSequenceClassification.from_pretrained(str(p), trust_remote_code=trust_remote_code)
+    names = json.loads((p / "label_names.json").read_text(encoding="utf-8")) if (p / "label_names.json").is_file() \
+        else [v for _, v in sorted(json.loads((p / HEAD_CONFIG).read_text())["id2label"].items(), key=lambda kv: int(kv[0]))]
+    return build_text_classifier(str(p), names, "mean", trust_remote_code=trust_remote_code)

@@ -1,0 +1,290 @@
+"""Text classification (IMDB sentiment and any K-class text set) as a Task."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence as SequenceABC
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from augment.build import build_augmenter
+from uda.task import SupervisedOutput, Task, TaskData
+from tasks.text.data import UnlabeledPool, load_text_classification, require_copies
+from uda.config import ConfigError
+from uda.data import DataError
+from uda.evaluation import length_sorted_batches, pad_right, run_inference
+from uda.hub import resolve_model_path
+
+_BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
+
+
+def clean_text(text: str) -> str:
+    """IMDB reviews carry HTML line breaks; the model should see whitespace instead."""
+    return _BR.sub(" ", text)
+
+
+def window_token_ids(tokenizer: Any, texts: Sequence[str], max_length: int,
+                     chars_per_token: int = 6) -> list[list[int]]:
+    """Token ids of each text cut to ``max_length`` on the tokenizer's truncation side: exactly what
+    ``tokenizer(texts, truncation=True, max_length=max_length)`` gives, but without tokenising the
+    part of a long text that truncation throws away (an IMDB review is often several windows long,
+    and tokenising it whole was most of the library's overhead over a bare training loop).
+
+    A text longer than ``max_length * chars_per_token`` characters is first cut at a space on the
+    side truncation removes. Words on the kept side tokenise the same either way (the tokenizer
+    splits at whitespace before anything else), so when the cut text still fills the window its
+    window is the full text's; a cut text that does not fill it is tokenised again whole. The default
+    of 6 characters per token is measured: on 2,500 IMDB reviews no cut text fell short of a 128- or
+    512-token window (at 5, 36 of them did at 128), and 128-token windows read 54% of the characters.
+    """
+    limit = max_length * chars_per_token
+    left = tokenizer.truncation_side == "left"
+    cut = []
+    for t in texts:
+        if len(t) <= limit:
+            cut.append(t)
+            continue
+        i = t.find(" ", len(t) - limit) if left else t.rfind(" ", 0, limit)
+        cut.append(t if i <= 0 else (t[i:] if left else t[:i]))
+    ids = tokenizer(cut, truncation=True, max_length=max_length)["input_ids"]
+    short = [j for j, (t, c) in enumerate(zip(texts, cut)) if c is not t and len(ids[j]) < max_length]
+    if short:  # the cut text did not fill the window: what was cut away is needed
+        for j, full in zip(short, tokenizer([texts[j] for j in short], truncation=True,
+                                            max_length=max_length)["input_ids"]):
+            ids[j] = full
+    return ids
+
+
+def accuracy_and_macro_f1(preds: np.ndarray, labels: np.ndarray, num_classes: int) -> dict[str, float]:
+    """Accuracy, and macro-F1 over classes (classes absent from both preds and labels are skipped)."""
+    out = {"accuracy": float((preds == labels).mean()) if len(labels) else 0.0}
+    f1s = []
+    for c in range(num_classes):
+        tp = int(((preds == c) & (labels == c)).sum())
+        fp = int(((preds == c) & (labels != c)).sum())
+        fn = int(((preds != c) & (labels == c)).sum())
+        if tp + fp + fn == 0:
+            continue
+        f1s.append(2 * tp / (2 * tp + fp + fn))
+    out["macro_f1"] = float(np.mean(f1s)) if f1s else 0.0
+    return out
+
+
+class PoolTexts(SequenceABC):
+    """The cleaned texts of the unlabelled pool at ``positions``, read from disk when asked: a slice
+    is one ``texts_at`` read (the MLM stage reads a batch at a time), so the pool stays on disk."""
+
+    def __init__(self, pool: UnlabeledPool, positions: np.ndarray) -> None:
+        self.pool, self.positions = pool, np.asarray(positions, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [clean_text(t) for t in self.pool.texts_at(self.positions[i])]
+        return clean_text(self.pool.texts_at(self.positions[[i]])[0])
+
+
+class TextClassificationTask(Task):
+    name = "text_classification"
+    main_metric = "accuracy"
+    selectable_metrics = ("accuracy", "macro_f1")
+
+    def __init__(self) -> None:
+        self.tokenizer = None
+        self.label_names: list[str] = []
+        self.tsa_num_classes = 2
+        self.augmenter = None
+        self.rng = np.random.default_rng(0)
+        self.max_length = 128
+        self.model_path = ""
+        self.class_logits_index = 0  # consistency_logits()[0] is a distribution over the classes
+        self.class_prior: torch.Tensor = torch.full((2,), 0.5)  # of the labelled set (distribution alignment)
+        self.train_rows: list = []
+        self.unlabeled: Optional[UnlabeledPool] = None  # the pool the MLM stage reads (even when supervised only)
+
+    # ------------------------------------------------------------------ setup
+    def setup(self, cfg: Any) -> TaskData:
+        from transformers import AutoTokenizer
+
+        data = load_text_classification(cfg.data, cfg.seed)
+        self.label_names = list(data.label_names)
+        self.tsa_num_classes = len(self.label_names)
+        self.max_length = cfg.model.max_length
+        self.model_path = resolve_model_path(cfg.model.name_or_path)
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            self.model_path, trust_remote_code=cfg.model.trust_remote_code
+        )
+        self.tokenizer.truncation_side = cfg.model.truncation_side
+        self.rng = np.random.default_rng(cfg.seed + 1)
+        self.train_rows = list(data.train)
+        self.unlabeled = data.unlabeled
+        counts = torch.bincount(torch.tensor([e["label"] for e in data.train], dtype=torch.long),
+                                minlength=len(self.label_names)).float()
+        self.class_prior = counts / counts.sum().clamp(min=1.0)
+        needs_unlabeled = cfg.uda.lambda_u > 0
+        if needs_unlabeled:
+            self.augmenter = self._build_augmenter(cfg.augment, data.unlabeled)
+        return TaskData(train=data.train, dev=data.dev, test=data.test,
+                        unlabeled=data.unlabeled if needs_unlabeled else [], info=data.info)
+
+    @staticmethod
+    def _build_augmenter(cfg: Any, unlabeled: UnlabeledPool) -> Any:
+        """The augmenter; a precomputed file that is missing, broken or lacks some unlabelled text is
+        an error now, before training, rather than hours into it."""
+        texts = unlabeled.texts()  # read from disk as consumed: only TF-IDF statistics read them all
+        if cfg.method != "precomputed":
+            return build_augmenter(cfg, texts)
+        if not Path(cfg.file).expanduser().is_file():
+            raise DataError(f"--augment.file '{cfg.file}' does not exist; give the file of precomputed augmented "
+                            f"copies, or use another --augment.method")
+        try:
+            augmenter = build_augmenter(cfg, texts)
+        except (ValueError, OSError) as e:
+            raise DataError(f"--augment.file '{cfg.file}': {e}") from None
+        lookup = augmenter.augmenters[0] if hasattr(augmenter, "augmenters") else augmenter  # first stage
+        require_copies(unlabeled, lookup, cfg.file)  # the join, on text hashes: every pool text has copies
+        return augmenter
+
+    def build_model(self, cfg: Any) -> torch.nn.Module:
+        from tasks.text.model import build_text_classifier
+
+        path = self.model_path
+        if cfg.model.mlm_steps:  # first: the contrastive stage, if any, starts from the MLM encoder
+            path = str(self._mlm_encoder(cfg, path))
+        if cfg.model.contrastive_iterations:
+            from tasks.common.contrastive import contrastive_encoder
+
+            path = str(contrastive_encoder(
+                path, [clean_text(e["text"]) for e in self.train_rows], [e["label"] for e in self.train_rows],
+                seed=cfg.seed, max_length=cfg.model.max_length, truncation_side=cfg.model.truncation_side,
+                iterations=cfg.model.contrastive_iterations, lr=cfg.model.contrastive_lr))
+        model = build_text_classifier(path, self.label_names, cfg.model.pooling, cfg.model.dropout,
+                                      cfg.model.trust_remote_code)
+        if cfg.model.label_descriptions is not None:
+            self._describe_classes(model, cfg.model.label_descriptions)
+        return model
+
+    def _describe_classes(self, model: torch.nn.Module, descriptions: list) -> None:
+        """The head starts from the classes' descriptions (``--model.label_descriptions``)."""
+        from tasks.text.model import init_head_from_descriptions
+
+        if len(descriptions) != len(self.label_names):
+            raise ConfigError(f"--model.label_descriptions has {len(descriptions)} texts but the data has "
+                              f"{len(self.label_names)} classes ({', '.join(self.label_names)}): give one "
+                              f"description per class, in that order")
+        from tqdm.auto import tqdm
+
+        rows = self.train_rows
+        batches = [self.collate_labeled(rows[i:i + 64]) for i in range(0, len(rows), 64)]
+        scale = init_head_from_descriptions(model, self._encode(descriptions), batches)
+        tqdm.write(f"classifier head started from the label descriptions (scale {scale:.3g}, fitted on the "
+                   f"{len(rows)} labelled examples)")
+
+    def _mlm_encoder(self, cfg: Any, path: str) -> Path:
+        """The MLM stage on ``model.mlm_max_texts`` texts of the unlabelled pool, drawn with the seed."""
+        from tasks.common.mlm import mlm_encoder
+
+        pool, m = self.unlabeled, cfg.model
+        if pool is None or len(pool) == 0:
+            raise DataError("--model.mlm_steps pretrains the encoder on the unlabelled pool, and this run has none: "
+                            "give an unlabelled file (unsup.* in --data.path, or --data.unlabeled_file) or "
+                            "--data.unlabeled_from_train true, or drop --model.mlm_steps")
+        # a stream of its own: the draw moves neither the task's augmentation RNG nor torch's
+        positions = np.random.default_rng([cfg.seed, 0x6D6C6D]).permutation(len(pool))[:m.mlm_max_texts]
+        return mlm_encoder(path, PoolTexts(pool, positions), text_hashes=pool.text_hashes()[positions],
+                           seed=cfg.seed, max_length=m.max_length, truncation_side=m.truncation_side,
+                           steps=m.mlm_steps, batch_size=m.mlm_batch_size, lr=m.mlm_lr,
+                           probability=m.mlm_probability, trust_remote_code=m.trust_remote_code)
+
+    # ------------------------------------------------------------------ batches
+    def _token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        return window_token_ids(self.tokenizer, [clean_text(t) for t in texts], self.max_length)
+
+    def _encode(self, texts: Sequence[str]) -> dict:
+        return pad_right(self._token_ids(texts), self.tokenizer.pad_token_id)
+
+    def collate_labeled(self, examples: list) -> dict:
+        batch = self._encode([e["text"] for e in examples])
+        batch["labels"] = torch.tensor([e["label"] for e in examples], dtype=torch.long)
+        return batch
+
+    def collate_unlabeled(self, examples: list) -> tuple[dict, dict]:
+        texts = [e["text"] for e in examples]
+        augmented = self.augmenter(texts, self.rng)
+        return self._encode(texts), self._encode(augmented)
+
+    # ------------------------------------------------------------------ losses
+    def supervised(self, model: torch.nn.Module, batch: dict) -> SupervisedOutput:
+        labels = batch["labels"]
+        logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits.float()  # (B, K)
+        per_example = F.cross_entropy(logits, labels, reduction="none")
+        probs = logits.softmax(-1)
+        gold_prob = probs.gather(1, labels[:, None]).squeeze(1)
+        correct = (logits.argmax(-1) == labels).float()
+        return SupervisedOutput(per_example_loss=per_example, gold_prob=gold_prob, correct=correct)
+
+    def consistency_logits(self, model: torch.nn.Module, batch: dict) -> list[torch.Tensor]:
+        return [model(**batch).logits.float()]  # [(B, K)]; float32 whatever the compute dtype
+
+    def augment_pool(self, cfg: Any) -> tuple[Any, dict]:
+        """The unlabelled pool (:class:`tasks.text.data.UnlabeledPool`, on disk; ``augment_file(rows=...)``
+        reads it as it goes)."""
+        data = load_text_classification(cfg.data, cfg.seed)
+        return data.unlabeled, {"task": cfg.task, **data.info}
+
+    @staticmethod
+    def hidden_labels(examples: list) -> Optional[torch.Tensor]:
+        """Labels that unlabelled examples carry but training never reads (IMDB's training pool has
+        them), -1 where unknown; None when no example has one. For diagnostics only."""
+        labels = [e.get("hidden_label", -1) for e in examples]
+        return torch.tensor(labels, dtype=torch.long) if any(y >= 0 for y in labels) else None
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, model: torch.nn.Module, examples: Sequence[Any], accelerator: Any,
+                 batch_size: int, split: str, out_dir: Any = None) -> dict[str, float]:
+        encoded = self._token_ids([e["text"] for e in examples])
+        batches = length_sorted_batches([len(ids) for ids in encoded], batch_size)
+
+        def collate(indices: list[int]) -> dict:
+            batch = pad_right([encoded[i] for i in indices], self.tokenizer.pad_token_id)
+            batch["index"] = torch.tensor(indices, dtype=torch.long)
+            return batch
+
+        def forward(batch: dict) -> torch.Tensor:
+            return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
+
+        indices, logits = run_inference(forward, batches, collate, accelerator)
+        preds = np.empty(len(examples), dtype=np.int64)
+        preds[indices] = logits.argmax(-1).numpy()
+        labels = np.array([e["label"] for e in examples], dtype=np.int64)
+        metrics = accuracy_and_macro_f1(preds, labels, len(self.label_names))
+        metrics["num_examples"] = int(len(indices))
+        if out_dir is not None and accelerator.is_main_process:
+            path = Path(out_dir) / f"predictions_{split}.jsonl"
+            probs = torch.softmax(logits, -1).numpy()
+            order = np.argsort(indices)
+            with path.open("w", encoding="utf-8") as f:
+                for j in order:
+                    i = int(indices[j])
+                    f.write(json.dumps({"id": examples[i].get("id"), "label": int(labels[i]),
+                                        "pred": int(preds[i]), "probs": [round(float(x), 6) for x in probs[j]]}) + "\n")
+        return metrics
+
+    def save(self, model: torch.nn.Module, out_dir: Any) -> None:
+        out = Path(out_dir)
+        model.save_pretrained(out)
+        self.tokenizer.save_pretrained(out)
+        (out / "label_names.json").write_text(json.dumps(self.label_names), encoding="utf-8")
+
+    def state_dict(self) -> dict:
+        return {"rng": self.rng.bit_generator.state}  # plain dict of ints: torch.load(weights_only=True) reads it
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
