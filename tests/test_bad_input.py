@@ -6,6 +6,7 @@ test_precision_guard) are not repeated here; this file adds the rest."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import shutil
@@ -33,6 +34,11 @@ def _write(path: Path, rows: list[dict]) -> None:
 
 def _named(rows: list[dict]) -> list[dict]:
     return [{**r, "label": ["neg", "pos"][r["label"]]} for r in rows]
+
+
+def _snapshot(root: Path) -> dict:
+    """Every file under ``root`` and a hash of its bytes."""
+    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 # Each case changes a copy of the tiny data folder `d` (and may write files into `tmp`) and returns
@@ -142,6 +148,15 @@ def _resume_without_output_dir(d, tmp):
     return ["--checkpoint.resume", "--output_dir", "none"]
 
 
+def _output_dir_is_a_file(d, tmp):
+    (tmp / "run").write_text("my notes\n", encoding="utf-8")
+
+
+def _output_dir_is_a_file_overwrite(d, tmp):
+    (tmp / "run").write_text("my notes\n", encoding="utf-8")
+    return ["--overwrite", "true"]
+
+
 CASES = {
     "missing label in the test split": (_missing_test_label, r"test data '.*test.jsonl', row 61 \(id 't-nolabel'\): "
                                         r"missing label \(or -1\); every example of this split needs a label"),
@@ -180,6 +195,10 @@ CASES = {
     "output folder of another run": (_folder_of_another_run, r"output folder '.*run' holds another run's files "
                                      r"\(metrics.jsonl\) and no checkpoint to resume from"),
     "resume without a run folder": (_resume_without_output_dir, r"--checkpoint.resume needs --output_dir"),
+    "output folder that is a file": (_output_dir_is_a_file, r"--output_dir '.*run' is a file, not a folder; "
+                                     r"choose a new --output_dir"),
+    "output folder that is a file, with --overwrite": (_output_dir_is_a_file_overwrite, r"--output_dir '.*run' is "
+                                                       r"a file, not a folder"),
 }
 
 
@@ -193,6 +212,7 @@ def test_bad_input_stops_before_training(kind, tiny_model_dir, tiny_text_data, t
     shutil.copytree(tiny_text_data, data)
     out = tmp_path / "run"
     extra = change(data, tmp_path) or []
+    before = _snapshot(tmp_path)
     args = ["--task", "text_classification", "--model.name_or_path", str(tiny_model_dir), "--data.path", str(data),
             "--data.num_labeled", "20", "--data.dev_size", "40", "--model.max_length", "32",
             "--data.min_unlabeled_chars", "10", "--train.max_steps", "4", "--train.warmup_steps", "0",
@@ -209,6 +229,8 @@ def test_bad_input_stops_before_training(kind, tiny_model_dir, tiny_text_data, t
     assert not (out / "checkpoints").exists()  # nothing trained
     assert not (tmp_path / "pwned").exists()  # configs are read with yaml.safe_load
     assert kind == "output folder of another run" or not (out / "metrics.jsonl").exists()
+    after = _snapshot(tmp_path)
+    assert {p: h for p, h in after.items() if p in before} == before  # nothing the user wrote removed or changed
     print(f"\n[{kind}] {message[:230]}")
 
 

@@ -156,6 +156,9 @@ def prepare_run_dir(cfg: Config) -> tuple[Path, Optional[Path]]:
     """
     run_dir = Path(cfg.output_dir or f"runs/{cfg.task}-{time.strftime('%Y%m%d-%H%M%S')}")
     resume = cfg.checkpoint.resume
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"--output_dir '{run_dir}' is a file, not a folder; choose a new --output_dir "
+                          f"(the file is left as it is)")
     if cfg.overwrite:
         return run_dir, None
     if (run_dir / "results.json").exists():
