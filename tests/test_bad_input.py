@@ -119,6 +119,12 @@ def _model_folder_without_config(d, tmp):
     return ["--model.name_or_path", str(tmp / "not_a_model")]
 
 
+def _model_folder_with_another_config(d, tmp):
+    (tmp / "not_a_model").mkdir()
+    (tmp / "not_a_model" / "config.json").write_text('{"text_column": "review"}\n', encoding="utf-8")
+    return ["--model.name_or_path", str(tmp / "not_a_model")]
+
+
 def _config_value_wrong_type_in_file(d, tmp):
     (tmp / "c.yaml").write_text("train:\n  max_steps: ten\n", encoding="utf-8")
     return ["--config", str(tmp / "c.yaml")]
@@ -184,6 +190,11 @@ CASES = {
     "augmentation file broken": (_augment_file_broken, r"--augment.file '.*copies.jsonl': .*line 2: invalid json"),
     "model folder without config.json": (_model_folder_without_config, r"model folder '.*not_a_model' has no "
                                          r"config.json"),
+    "model folder whose config.json is no model's": (_model_folder_with_another_config, r"model folder "
+                                                     r"'.*not_a_model': its config.json is not a model config "
+                                                     r"that transformers can read \(Unrecognized model in the "
+                                                     r"folder. Should have a `model_type` key in its "
+                                                     r"config.json\); give a folder written by save_pretrained"),
     "config value of the wrong type in a file": (_config_value_wrong_type_in_file, r"config key 'train.max_steps' "
                                                  r"must be an integer, got 'ten' \(in .*c.yaml\)"),
     "config section that is not a mapping": (_config_section_not_a_mapping, r"config key 'checkpoint' in .*c.yaml "

