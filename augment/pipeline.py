@@ -665,6 +665,28 @@ def report_path_for(output: str | os.PathLike) -> Path:
     return out.with_name(name + ".report.json")
 
 
+def check_output_options(output: str | os.PathLike | None, output_dir: str | os.PathLike) -> None:
+    """--output must name a file, --output_dir a folder (or paths that can be made): checked before any work."""
+    if output is not None:
+        _check_output_path(Path(output), "--output")
+    elif Path(output_dir).exists() and not Path(output_dir).is_dir():
+        raise DataError(f"--output_dir '{output_dir}' is a file, not a folder; choose another --output_dir "
+                        f"or name the output with --output")
+
+
+def _check_output_path(out: Path, what: str) -> None:
+    """The output (and its report beside it) must be files, in a folder that exists or can be made."""
+    if out.is_dir():
+        raise DataError(f"{what} '{out}' is a folder; name a file, such as --output "
+                        f"{out / 'augmented.jsonl.gz'}, or pass the folder as --output_dir")
+    if report_path_for(out).is_dir():
+        raise DataError(f"the report of {what} '{out}' would be '{report_path_for(out)}', which is a folder; "
+                        f"choose another --output")
+    folder = next((p for p in out.parents if p.exists()), None)
+    if folder is not None and not folder.is_dir():
+        raise DataError(f"{what} '{out}': '{folder}' is a file, not a folder; choose another --output")
+
+
 class _Skips:
     """Skipped rows of one kind: how many, and the first ``keep`` of them for the report."""
 
@@ -717,6 +739,7 @@ def augment_file(
     t0 = time.perf_counter()
     if (inputs is None) == (rows is None):
         raise ValueError("give either inputs (files) or rows ((id, text) pairs), not both or neither")
+    check_output_options(output, output_dir)
     if inputs is not None:
         table: Any = open_inputs(inputs, text_column, id_column, on_bad_line, limit)
         input_name = input_name or _input_name(inputs)
@@ -741,6 +764,7 @@ def augment_file(
                copies=copies, seed=seed, log=log, **scale)
     out_path = Path(output) if output is not None else Path(output_dir) / default_output_name(
         input_name, run.name, seed, copies)
+    _check_output_path(out_path, "--output" if output is not None else "the output")  # before any work
     report: dict[str, Any] = {
         "output": str(out_path),
         "inputs": sources,

@@ -85,6 +85,7 @@ def augment_main(argv: Optional[list[str]] = None) -> int:
     from pathlib import Path
 
     from augment.cli import build_parser, run
+    from augment.pipeline import check_output_options
     from uda.config import ConfigError
     from uda.data import DataError
 
@@ -104,6 +105,7 @@ def augment_main(argv: Optional[list[str]] = None) -> int:
     if args.input:
         return run(args)
     try:
+        check_output_options(args.output, args.output_dir)  # before the pool is read
         rows, info = unlabeled_pool(args.task, args.config, overrides)
     except (ConfigError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)

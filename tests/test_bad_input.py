@@ -251,3 +251,62 @@ def test_remote_code_is_off_unless_asked():
     assert Config().model.trust_remote_code is False
     assert build_config("imdb").model.trust_remote_code is False
     assert build_config("text_classification").model.trust_remote_code is False
+
+
+# ----------------------------------------------------------------------------- uda-augment
+# Each case returns the command's options (an input file `inp` is ready in `tmp`); the augmenter must
+# never start.
+
+def _augment_output_is_a_folder(tmp, inp):
+    (tmp / "out").mkdir()
+    return ["--input", str(inp), "--output", str(tmp / "out")]
+
+
+def _augment_output_dir_is_a_file(tmp, inp):
+    (tmp / "out").write_text("my notes\n", encoding="utf-8")
+    return ["--input", str(inp), "--output_dir", str(tmp / "out")]
+
+
+def _augment_output_under_a_file(tmp, inp):
+    (tmp / "out").write_text("my notes\n", encoding="utf-8")
+    return ["--input", str(inp), "--output", str(tmp / "out" / "aug.jsonl.gz")]
+
+
+def _augment_pool_output_is_a_folder(tmp, inp):
+    (tmp / "out").mkdir()
+    return ["--task", "text_classification", "--data_path", str(tmp / "nowhere"), "--output", str(tmp / "out")]
+
+
+AUGMENT_CASES = {
+    "--output naming a folder": (_augment_output_is_a_folder, r"--output '.*out' is a folder; name a file, such as "
+                                 r"--output .*out/augmented.jsonl.gz, or pass the folder as --output_dir"),
+    "--output_dir naming a file": (_augment_output_dir_is_a_file, r"--output_dir '.*out' is a file, not a folder; "
+                                   r"choose another --output_dir or name the output with --output"),
+    "--output naming a folder, before a pool is read": (_augment_pool_output_is_a_folder, r"--output '.*out' is "
+                                                        r"a folder"),
+    "--output inside a file": (_augment_output_under_a_file, r"--output '.*out/aug.jsonl.gz': '.*out' is a file, "
+                               r"not a folder"),
+}
+
+
+@pytest.mark.parametrize("kind", list(AUGMENT_CASES))
+def test_bad_input_stops_uda_augment_before_work(kind, tmp_path, capsys, monkeypatch):
+    from augment import pipeline
+    from tasks.cli import augment_main
+
+    def no_work(*a, **k):
+        raise AssertionError("the augmentation started")
+
+    monkeypatch.setattr(pipeline._Run, "run", no_work)
+    inp = tmp_path / "in.jsonl"
+    _write(inp, [{"id": str(i), "text": f"a fine film number {i}"} for i in range(5)])
+    change, pattern = AUGMENT_CASES[kind]
+    args = change(tmp_path, inp) + ["--method", "swap", "--cache_dir", str(tmp_path / "cache"), "--no_progress"]
+    before = _snapshot(tmp_path)
+    code = augment_main(args)
+    err = capsys.readouterr().err
+    assert code == 2, err[-2000:]
+    message = next(line for line in err.splitlines() if line.startswith("error: "))
+    assert __import__("re").search(pattern, message), message
+    assert _snapshot(tmp_path) == before  # nothing written, nothing removed
+    print(f"\n[{kind}] {message[:230]}")
