@@ -92,6 +92,21 @@ def _mixed_label_kinds(d, tmp):
     _write(d / "train.jsonl", rows)
 
 
+def _label_gap_all_labelled(d, tmp):
+    _write(d / "train.jsonl", [{**r, "label": 2 * r["label"]} for r in _rows(d / "train.jsonl")])
+    return ["--data.num_labeled", "0"]
+
+
+def _label_far_outside(d, tmp):
+    rows = _rows(d / "train.jsonl")
+    rows[4]["label"] = 7
+    _write(d / "train.jsonl", rows)
+
+
+def _more_label_names_than_labels(d, tmp):
+    return ["--data.label_names", "neg,pos,neutral", "--data.num_labeled", "0"]
+
+
 def _duplicate_label_names(d, tmp):
     return ["--data.label_names", "neg,neg"]
 
@@ -181,6 +196,15 @@ CASES = {
     "a single class": (_one_class, r"only one class \['pos'\] in '.*train.jsonl'; classification needs at least 2"),
     "integer labels mixed with names": (_mixed_label_kinds, r"data file '.*train.jsonl' mixes integer labels and "
                                         r"label names"),
+    "a class with no example, all labelled examples": (_label_gap_all_labelled, r"data file '.*train.jsonl': "
+                                                       r"integer labels must be 0..K-1 with every class present, "
+                                                       r"but no row has label 1 while row 2 \(id 'train_1'\) has "
+                                                       r"label 2; renumber the labels, or use class names"),
+    "a label far outside the classes": (_label_far_outside, r"no row has label 2, 3, 4, 5, 6 while row 5 \(id "
+                                        r"'train_4'\) has label 7"),
+    "more label names than labels": (_more_label_names_than_labels, r"--data.label_names \['neg', 'pos', "
+                                     r"'neutral'\] names 3 classes, but the training pool '.*train.jsonl' has no "
+                                     r"labelled example of \['neutral'\]; give only the classes the data has"),
     "duplicate label names": (_duplicate_label_names, r"--data.label_names \['neg', 'neg'\] has duplicates"),
     "two training files in the folder": (_two_train_files, r"folder '.*' has several train files \(train.csv, "
                                          r"train.jsonl\); keep one or pass --data.train_file"),

@@ -526,6 +526,25 @@ def _map_labels(src: _Source, lm: _LabelMap, split: str, label_names_from_cfg: b
     return labels
 
 
+def _require_every_class(pool: _Source, labels: Sequence[int], lm: _LabelMap) -> None:
+    """Every class needs a labelled example in the training pool: a class without one would be trained
+    as a class that never occurs (and --data.num_labeled 0 would not notice)."""
+    present = np.bincount(np.array([y for y in labels if y >= 0], dtype=np.int64), minlength=len(lm.names))
+    missing = [lm.names[c] for c in range(len(lm.names)) if present[c] == 0]
+    if not missing:
+        return
+    if lm.mode == "data.label_names":
+        raise DataError(f"--data.label_names {lm.names} names {len(lm.names)} classes, but the training pool "
+                        f"'{pool.name}' has no labelled example of {missing}; give only the classes the data has")
+    if lm.mode == "class indices":
+        top = max(range(len(labels)), key=lambda i: labels[i])
+        raise DataError(f"data file '{pool.name}': integer labels must be 0..K-1 with every class present, but no "
+                        f"row has label {', '.join(missing)} while row {top + 1} (id '{pool.rows[top]['id']}') has "
+                        f"label {labels[top]}; renumber the labels, or use class names")
+    raise DataError(f"the training pool '{pool.name}' has no labelled example of class(es) {missing} (label set "
+                    f"from {lm.mode}: {lm.names}); add examples, or set --data.label_names to the classes it has")
+
+
 # ----------------------------------------------------------------------------- selection
 
 def _by_class(indices: Sequence[int], labels: Sequence[int], k: int) -> list[list[int]]:
@@ -629,6 +648,7 @@ def load_text_classification(cfg: TextDataConfig, seed: int) -> TextClassificati
                         f"(set --data.label_names if classes are missing from the training pool)")
     from_cfg = bool(cfg.label_names)
     y_pool = _map_labels(pool, lm, "train", from_cfg)
+    _require_every_class(pool, y_pool, lm)
 
     use_all = cfg.num_labeled == 0  # every labelled example of the pool that is not dev
     if cfg.num_labeled < 0 or cfg.num_labeled % k:
