@@ -107,6 +107,12 @@ def _more_label_names_than_labels(d, tmp):
     return ["--data.label_names", "neg,pos,neutral", "--data.num_labeled", "0"]
 
 
+def _duplicate_ids(d, tmp):
+    rows = _rows(d / "train.jsonl")
+    rows[9]["id"] = "train_3"
+    _write(d / "train.jsonl", rows)
+
+
 def _duplicate_label_names(d, tmp):
     return ["--data.label_names", "neg,neg"]
 
@@ -205,6 +211,9 @@ CASES = {
     "more label names than labels": (_more_label_names_than_labels, r"--data.label_names \['neg', 'pos', "
                                      r"'neutral'\] names 3 classes, but the training pool '.*train.jsonl' has no "
                                      r"labelled example of \['neutral'\]; give only the classes the data has"),
+    "duplicate ids in a data file": (_duplicate_ids, r"train data '.*train.jsonl', row 10 \(id 'train_3'\): the "
+                                     r"id 'train_3' is also the id of row 4; ids must be unique .*: fix the ids, or "
+                                     r"set --data.id_column none to number the rows"),
     "duplicate label names": (_duplicate_label_names, r"--data.label_names \['neg', 'neg'\] has duplicates"),
     "two training files in the folder": (_two_train_files, r"folder '.*' has several train files \(train.csv, "
                                          r"train.jsonl\); keep one or pass --data.train_file"),

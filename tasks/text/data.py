@@ -510,8 +510,13 @@ def _choose_label_names(cfg: TextDataConfig, default_names: Optional[list], trai
 def _map_labels(src: _Source, lm: _LabelMap, split: str, label_names_from_cfg: bool) -> list[int]:
     labels = []
     train = split == "train"
+    first_row: dict[str, int] = {}
     for i, r in enumerate(src.rows):
         where = f"{split} data '{src.name}', row {i + 1} (id '{r['id']}')"
+        if first_row.setdefault(r["id"], i) != i:
+            raise DataError(f"{where}: the id '{r['id']}' is also the id of row {first_row[r['id']] + 1}; ids must "
+                            f"be unique (labeled_ids.txt, dev_ids.txt and predictions name examples by id): fix the "
+                            f"ids, or set --data.id_column none to number the rows")
         raw = r["label"]
         v = raw.strip() if isinstance(raw, str) else raw
         if label_names_from_cfg and isinstance(v, str) and v in lm.index:
