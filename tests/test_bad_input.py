@@ -161,6 +161,17 @@ def _unknown_key_in_new_section(d, tmp):
     return ["--config", str(tmp / "c.yaml")]
 
 
+def _yaml_key_twice(d, tmp):
+    (tmp / "c.yaml").write_text("train:\n  lr: 1.0e-5\n  max_steps: 4\n  lr: 3.0e-5\n", encoding="utf-8")
+    return ["--config", str(tmp / "c.yaml")]
+
+
+def _yaml_section_twice(d, tmp):
+    (tmp / "c.yaml").write_text("train:\n  lr: 1.0e-5\nuda:\n  tsa: exp\ntrain:\n  max_steps: 4\n",
+                                encoding="utf-8")
+    return ["--config", str(tmp / "c.yaml")]
+
+
 def _yaml_with_python_object(d, tmp):
     (tmp / "c.yaml").write_text(f'train: !!python/object/apply:os.system ["touch {tmp}/pwned"]\n', encoding="utf-8")
     return ["--config", str(tmp / "c.yaml")]
@@ -234,6 +245,11 @@ CASES = {
                                              r"must be a mapping of its sub-keys"),
     "unknown config key": (_unknown_key_in_new_section, r"unknown config key 'checkpoint.every' in .*c.yaml \(did you "
                            r"mean checkpoint.every_steps\?\)"),
+    "a key twice in a config file": (_yaml_key_twice, r"config file '.*c.yaml', line 4: key 'lr' is given twice in "
+                                     r"one mapping \(first on line 2\), and only the last would count; keep one of "
+                                     r"them"),
+    "a section twice in a config file": (_yaml_section_twice, r"config file '.*c.yaml', line 5: key 'train' is given "
+                                         r"twice in one mapping \(first on line 1\)"),
     "YAML that would run code": (_yaml_with_python_object, r"config file '.*c.yaml' is not valid YAML: could not "
                                  r"determine a constructor for the tag 'tag:yaml.org,2002:python/object/apply"),
     "output folder of another run": (_folder_of_another_run, r"output folder '.*run' holds another run's files "

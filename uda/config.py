@@ -151,7 +151,8 @@ class UDAConfig:
     distribution_alignment: bool = option(
         False, "Re-weight the original view's probabilities by (labelled class prior / running mean of the model's "
         "predictions on unlabelled batches) before sharpening and masking (ReMixMatch, AdaMatch): a guard against "
-        "every unlabelled example drifting to one class. Classification tasks only.")
+        "every unlabelled example drifting to one class. Text classification, and squad_v2's answerability head "
+        "(its [no answer, has answer] prediction, with qa.answerability_consistency).")
     alignment_momentum: float = option(0.99, "Momentum of the running mean prediction used by distribution alignment.")
     alignment_bank: Optional[int] = option(
         None, "Distribution alignment by prior matching: instead of one re-weighting by the running mean, solve for "
@@ -323,12 +324,39 @@ def _nest(dotted: dict) -> dict:
     return out
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, line: int, first_line: int) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key, self.line, self.first_line = key, line, first_line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load, except that a key given twice in one mapping is an error (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        lines: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key, line = self.construct_object(key_node, deep=deep), key_node.start_mark.line + 1
+            try:
+                if key in lines:
+                    raise _DuplicateKey(key, line, lines[key])
+            except TypeError:  # an unhashable key: the base class says so
+                break
+            lines[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_yaml(path: str | os.PathLike) -> dict:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file '{p}' does not exist")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = yaml.load(p.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+    except _DuplicateKey as e:
+        raise ConfigError(f"config file '{p}', line {e.line}: key '{e.key}' is given twice in one mapping (first on "
+                          f"line {e.first_line}), and only the last would count; keep one of them") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"config file '{p}' is not valid YAML: {e}") from None
     if data is None:
