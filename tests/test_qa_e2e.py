@@ -190,3 +190,30 @@ def test_question_pool_from_uda_augment_trains_as_precomputed_copies(tiny_qa_mod
     assert len(rows) == info["counts"]["unlabeled"] > 0  # one row per unlabelled question, none missing
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert any("unsup/loss" in line for line in lines)
+
+
+def test_distribution_alignment_acts_on_the_answerability_head(tiny_qa_model_dir, tiny_squad_file, tmp_path):  # noqa: F811
+    from tasks.qa.task import QATask
+    from uda.config import build_config, parse_cli
+
+    _, _, over, _ = parse_cli(tiny_qa_args(tiny_qa_model_dir, tiny_squad_file))
+    task = QATask()
+    data = task.setup(build_config("squad_v2", None, over))
+    assert task.class_logits_index == 2  # consistency_logits(): start, end, answerability
+    assert torch_close(task.class_prior, [0.5, 0.5])  # 16 labelled questions, half answerable
+    off = QATask()
+    off.setup(build_config("squad_v2", None, {**over, "qa.answerability_consistency": "false"}))
+    assert off.class_logits_index is None and len(data.train) > 0
+    # a short UDA run with alignment by prior matching trains and logs the aligned head's class shares
+    out = tmp_path / "run"
+    run("train_uda.py", ["--task", "squad_v2", *tiny_qa_args(tiny_qa_model_dir, tiny_squad_file),
+                         "--train.max_steps", "4", "--uda.distribution_alignment", "true", "--uda.alignment_bank",
+                         "8", "--report_to", "none", "--output_dir", str(out)])
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any("unsup/loss" in line for line in lines)
+
+
+def torch_close(t, values):
+    import torch
+
+    return torch.allclose(t, torch.tensor(values, dtype=t.dtype))

@@ -511,6 +511,10 @@ def help_text(cls: type = Config) -> str:
     return "\n".join(lines)
 
 
+def _is_bool(tp: Any) -> bool:
+    return tp is bool or bool in typing.get_args(tp)
+
+
 def parse_cli(argv: list[str]) -> tuple[Optional[str], Optional[str], dict, bool]:
     """Parse ``--task T --config F --a.b value ...``; returns (task, config_file, overrides, help).
 
@@ -518,9 +522,11 @@ def parse_cli(argv: list[str]) -> tuple[Optional[str], Optional[str], dict, bool
     build_config loads this task's config."""
     from uda.task import registered_tasks, task_spec
 
-    valid = {k for k, *_ in iter_fields()}
+    fields = {k: (tp, default) for k, tp, default, _ in iter_fields()}
     for name in registered_tasks():
-        valid |= {k for k, *_ in iter_fields(config_class(task_spec(name).config_sections))}
+        fields.update({k: (tp, default) for k, tp, default, _ in
+                       iter_fields(config_class(task_spec(name).config_sections))})
+    valid = set(fields)
     task = config_file = None
     overrides: dict = {}
     i = 0
@@ -533,8 +539,18 @@ def parse_cli(argv: list[str]) -> tuple[Optional[str], Optional[str], dict, bool
         key, eq, value = arg[2:].partition("=")
         if not eq:
             if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
-                # a bare flag means true for booleans
-                value = "true"
+                if key in valid and _is_bool(fields[key][0]):
+                    value = "true"  # a bare flag means true for booleans
+                elif key in ("task", "config"):
+                    raise ConfigError(f"option '--{key}' needs a value, e.g. --{key} "
+                                      f"{'imdb' if key == 'task' else 'FILE'}")
+                elif key in valid:
+                    tp, default = fields[key]
+                    shown = isinstance(default, (int, float, str)) and default != ""
+                    example = f", e.g. --{key} {default}" if shown else ""
+                    raise ConfigError(f"option '--{key}' needs a value ({_type_name(tp)}){example}")
+                else:
+                    value = "true"  # an unknown option: the error below names it
             else:
                 i += 1
                 value = argv[i]

@@ -221,6 +221,11 @@ class QATask(Task):
         self.tokenizer.padding_side = "right"
         self.tsa_num_classes = cfg.qa.tsa_num_classes
         self.rng = np.random.default_rng(cfg.seed + 1)
+        # distribution alignment (--uda.distribution_alignment) acts on the answerability head's
+        # [no answer, has answer] distribution, the third of consistency_logits(), towards the labelled share
+        self.class_logits_index = 2 if cfg.qa.answerability_consistency else None
+        has = sum(not e["is_impossible"] for e in split["train"])
+        self.class_prior = torch.tensor([len(split["train"]) - has, has], dtype=torch.float32) / max(1, len(split["train"]))
         train_features = self._build(split["train"], with_labels=True)
         self.dev_examples = split["dev"]
         needs_unlabeled = cfg.uda.lambda_u > 0
