@@ -58,6 +58,9 @@ def _schema() -> Any:
                       ("line", pa.int64()), ("kind", pa.string()), ("reason", pa.string())])
 
 
+_OPTIONS = {"path": "--input", "text_column": "--text_column", "label_column": "--label_column"}  # in messages
+
+
 def _row(rid: str, text: Optional[str], path: Path, where: str, line: Optional[int] = None) -> dict:
     try:
         h = text_hash(text) if text is not None else bytes(16)
@@ -72,7 +75,7 @@ def _bad_row(line: int, kind: str, reason: str) -> dict:
 
 
 def _strict_rows(path: Path, text_column: str, id_column: Optional[str]) -> Iterator[dict]:
-    for i, r in enumerate(iter_table(path, text_column, None, id_column, require_label=False)):
+    for i, r in enumerate(iter_table(path, text_column, None, id_column, require_label=False, options=_OPTIONS)):
         yield _row(r["id"], r["text"], path, f"row {i + 1}")
 
 
@@ -107,10 +110,10 @@ def _file_table(p: str | os.PathLike, text_column: str, id_column: Optional[str]
     lenient = on_bad_line == "skip" and (name.endswith(".jsonl") or name.endswith(".jsonl.gz"))
     if lenient:
         if not path.is_file():
-            raise DataError(f"data file '{path}' does not exist")
+            raise DataError(f"data file '{path}' does not exist; check --input")
         rows = lambda: _lenient_rows(path, text_column, id_column)  # noqa: E731
     else:
-        check_data_file(path)
+        check_data_file(path, _OPTIONS)
         rows = lambda: _strict_rows(path, text_column, id_column)  # noqa: E731
     key = {**file_key(path), "text_column": text_column, "id_column": id_column, "lenient": lenient}
     return cached_table("augment-input", key, rows, _schema())

@@ -106,6 +106,8 @@ def augment_main(argv: Optional[list[str]] = None) -> int:
         return run(args)
     try:
         check_output_options(args.output, args.output_dir)  # before the pool is read
+        if args.data_path and not Path(args.data_path).expanduser().exists():
+            raise DataError(f"--data_path '{args.data_path}' does not exist; give the task's data folder or file")
         rows, info = unlabeled_pool(args.task, args.config, overrides)
     except (ConfigError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)

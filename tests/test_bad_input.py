@@ -177,6 +177,18 @@ def _yaml_with_python_object(d, tmp):
     return ["--config", str(tmp / "c.yaml")]
 
 
+def _missing_data_path(d, tmp):
+    return ["--data.path", str(tmp / "nowhere")]
+
+
+def _option_without_value(d, tmp):
+    return ["--train.lr"]
+
+
+def _option_without_value_before_another(d, tmp):
+    return ["--train.lr", "--train.max_steps", "4"]
+
+
 def _folder_of_another_run(d, tmp):
     (tmp / "run").mkdir()
     (tmp / "run" / "metrics.jsonl").write_text('{"step": 3, "train/loss": 0.7}\n', encoding="utf-8")
@@ -252,6 +264,13 @@ CASES = {
                                          r"twice in one mapping \(first on line 1\)"),
     "YAML that would run code": (_yaml_with_python_object, r"config file '.*c.yaml' is not valid YAML: could not "
                                  r"determine a constructor for the tag 'tag:yaml.org,2002:python/object/apply"),
+    "missing data path": (_missing_data_path, r"data path '.*nowhere' \(from --data.path or UDA_DATA_PATH\) does "
+                          r"not exist; pass --data.path /path/to/data: a folder with train and test files \(and "
+                          r"optionally dev and unsup ones\), a single data file, or an aclImdb folder"),
+    "an option without its value, last": (_option_without_value, r"option '--train.lr' needs a value \(float\), "
+                                          r"e.g. --train.lr 2e-05"),
+    "an option without its value, before another": (_option_without_value_before_another, r"option '--train.lr' "
+                                                    r"needs a value"),
     "output folder of another run": (_folder_of_another_run, r"output folder '.*run' holds another run's files "
                                      r"\(metrics.jsonl\) and no checkpoint to resume from"),
     "resume without a run folder": (_resume_without_output_dir, r"--checkpoint.resume needs --output_dir"),
@@ -321,6 +340,18 @@ def _augment_output_under_a_file(tmp, inp):
     return ["--input", str(inp), "--output", str(tmp / "out" / "aug.jsonl.gz")]
 
 
+def _augment_missing_input(tmp, inp):
+    return ["--input", str(tmp / "missing.jsonl")]
+
+
+def _augment_missing_text_column(tmp, inp):
+    return ["--input", str(inp), "--text_column", "body"]
+
+
+def _augment_missing_data_path(tmp, inp):
+    return ["--task", "text_classification", "--data_path", str(tmp / "nowhere")]
+
+
 def _augment_pool_output_is_a_folder(tmp, inp):
     (tmp / "out").mkdir()
     return ["--task", "text_classification", "--data_path", str(tmp / "nowhere"), "--output", str(tmp / "out")]
@@ -333,6 +364,11 @@ AUGMENT_CASES = {
                                    r"choose another --output_dir or name the output with --output"),
     "--output naming a folder, before a pool is read": (_augment_pool_output_is_a_folder, r"--output '.*out' is "
                                                         r"a folder"),
+    "missing --input": (_augment_missing_input, r"data file '.*missing.jsonl' does not exist; check --input$"),
+    "missing text column": (_augment_missing_text_column, r"data file '.*in.jsonl' has no text column 'body' "
+                            r"\(columns: \['id', 'text'\]\); set --text_column to the right one"),
+    "missing --data_path": (_augment_missing_data_path, r"--data_path '.*nowhere' does not exist; give the task's "
+                            r"data folder or file"),
     "--output inside a file": (_augment_output_under_a_file, r"--output '.*out/aug.jsonl.gz': '.*out' is a file, "
                                r"not a folder"),
 }

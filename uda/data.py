@@ -177,10 +177,16 @@ def _records_from_parquet(path: Path, wanted: Sequence[str]) -> tuple[Iterator[d
     return records(), columns
 
 
-def check_data_file(p: Path) -> str:
+# The options that set a file and its columns, as messages name them (a command with options of its own,
+# such as uda-augment, passes its names).
+DATA_OPTIONS = {"path": "--data.path / --data.*_file", "text_column": "--data.text_column",
+                "label_column": "--data.label_column"}
+
+
+def check_data_file(p: Path, options: dict = DATA_OPTIONS) -> str:
     """The file's extension, after checking that ``p`` is a file of a supported kind."""
     if not p.exists():
-        raise DataError(f"data file '{p}' does not exist; check --data.path / --data.*_file")
+        raise DataError(f"data file '{p}' does not exist; check {options['path']}")
     if p.is_dir():
         raise DataError(f"'{p}' is a folder where a data file was expected; name a file")
     ext = file_extension(p)
@@ -190,12 +196,13 @@ def check_data_file(p: Path) -> str:
 
 
 def iter_table(path: str | os.PathLike, text_column: str = "text", label_column: Optional[str] = "label",
-               id_column: Optional[str] = "id", *, require_label: bool = True) -> Iterator[dict]:
+               id_column: Optional[str] = "id", *, require_label: bool = True,
+               options: dict = DATA_OPTIONS) -> Iterator[dict]:
     """The rows of :func:`read_table`, read as they are needed (a large file is never held whole, except a
     one-document ``.json``). The same checks and errors; those about the whole file (no rows, a missing
-    column) come at the first row."""
+    column) come at the first row. ``options``: the option names the messages tell the user to check."""
     p = Path(path)
-    ext = check_data_file(p)
+    ext = check_data_file(p, options)
     columns: Optional[list] = None  # None: the keys of the first record
     if ext == ".parquet":
         records, columns = _records_from_parquet(p, [c for c in (text_column, label_column, id_column) if c])
@@ -213,11 +220,11 @@ def iter_table(path: str | os.PathLike, text_column: str = "text", label_column:
         columns = [c for c in first if c is not None]  # csv: None holds a row's extra fields
     if text_column not in columns:
         raise DataError(f"data file '{p}' has no text column '{text_column}' (columns: {columns}); "
-                        f"set --data.text_column to the right one")
+                        f"set {options['text_column']} to the right one")
     has_label = bool(label_column) and label_column in columns
     if require_label and not has_label:
         raise DataError(f"data file '{p}' has no label column '{label_column}' (columns: {columns}); "
-                        f"set --data.label_column to the right one")
+                        f"set {options['label_column']} to the right one")
     has_id = bool(id_column) and id_column in columns
     stem = file_stem(p)
     for i, rec in enumerate(itertools.chain([first], records)):

@@ -67,8 +67,8 @@ _KNOWN_HUB_LABEL_NAMES = {
     "imdb": ["neg", "pos"],
 }
 _HUB_UNREACHABLE = (
-    "no local data given and the hub is unreachable; pass --data.path /path/to/imdb "
-    "(a folder with train/test/unsup files or the aclImdb folder) or set UDA_DATA_PATH"
+    "no local data given and the hub is unreachable (data.hub_id '{hub_id}'); pass --data.path /path/to/{name} "
+    "(a local copy: a folder with train/test/unsup files, or the aclImdb folder) or set UDA_DATA_PATH"
 )
 _INT_RE = re.compile(r"^[+-]?\d+$")
 
@@ -329,9 +329,9 @@ def _local_sources(cfg: TextDataConfig, path: Optional[str]) -> dict:
     if path:
         root = Path(path).expanduser()
         if not root.exists():
-            raise DataError(f"data path '{root}' (from --data.path or UDA_DATA_PATH) does not exist; "
-                            f"pass --data.path /path/to/imdb (a folder with train/test/unsup files or the aclImdb "
-                            f"folder)")
+            raise DataError(f"data path '{root}' (from --data.path or UDA_DATA_PATH) does not exist; pass "
+                            f"--data.path /path/to/data: a folder with train and test files (and optionally dev "
+                            f"and unsup ones), a single data file, or an aclImdb folder")
         if root.is_dir():
             folder = root
             acl = root if _is_aclimdb(root) else (root / "aclImdb" if _is_aclimdb(root / "aclImdb") else None)
@@ -370,7 +370,7 @@ def _hub_sources(cfg: TextDataConfig) -> dict:
         raise DataError("no local data given and data.hub_id is empty; pass --data.path /path/to/data or set "
                         "UDA_DATA_PATH")
     if not hub_reachable():
-        raise DataError(_HUB_UNREACHABLE)
+        raise DataError(_HUB_UNREACHABLE.format(hub_id=cfg.hub_id, name=cfg.hub_id.rsplit("/", 1)[-1]))
     import datasets
 
     try:
