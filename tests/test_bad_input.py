@@ -9,7 +9,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
+import platform
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -189,6 +193,16 @@ def _option_without_value_before_another(d, tmp):
     return ["--train.lr", "--train.max_steps", "4"]
 
 
+def _folder_in_use(d, tmp):
+    (tmp / "run").mkdir()
+    (tmp / "run" / "run.lock").write_text(f"{os.getpid()} {platform.node()}\n", encoding="utf-8")
+
+
+def _folder_in_use_on_another_host(d, tmp):
+    (tmp / "run").mkdir()
+    (tmp / "run" / "run.lock").write_text("4242 gpu-box-7\n", encoding="utf-8")
+
+
 def _folder_of_another_run(d, tmp):
     (tmp / "run").mkdir()
     (tmp / "run" / "metrics.jsonl").write_text('{"step": 3, "train/loss": 0.7}\n', encoding="utf-8")
@@ -271,6 +285,13 @@ CASES = {
                                           r"e.g. --train.lr 2e-05"),
     "an option without its value, before another": (_option_without_value_before_another, r"option '--train.lr' "
                                                     r"needs a value"),
+    "output folder in use by a running process": (_folder_in_use, r"output folder '.*run' is in use by a running "
+                                                  r"process \(\d+, lock file '.*run/run.lock'\); wait for that run "
+                                                  r"to end, or choose another --output_dir"),
+    "output folder in use on another host": (_folder_in_use_on_another_host, r"output folder '.*run' is in use by "
+                                             r"process 4242 on host 'gpu-box-7' \(lock file '.*run.lock'\); wait "
+                                             r"for that run to end or choose another --output_dir. If no run is "
+                                             r"using the folder, delete the lock file"),
     "output folder of another run": (_folder_of_another_run, r"output folder '.*run' holds another run's files "
                                      r"\(metrics.jsonl\) and no checkpoint to resume from"),
     "resume without a run folder": (_resume_without_output_dir, r"--checkpoint.resume needs --output_dir"),
@@ -308,6 +329,7 @@ def test_bad_input_stops_before_training(kind, tiny_model_dir, tiny_text_data, t
     assert not (out / "checkpoints").exists()  # nothing trained
     assert not (tmp_path / "pwned").exists()  # configs are read with yaml.safe_load
     assert kind == "output folder of another run" or not (out / "metrics.jsonl").exists()
+    assert "in use" in kind or not (out / "run.lock").exists()  # the lock is released
     after = _snapshot(tmp_path)
     assert {p: h for p, h in after.items() if p in before} == before  # nothing the user wrote removed or changed
     print(f"\n[{kind}] {message[:230]}")
@@ -395,3 +417,23 @@ def test_bad_input_stops_uda_augment_before_work(kind, tmp_path, capsys, monkeyp
     assert __import__("re").search(pattern, message), message
     assert _snapshot(tmp_path) == before  # nothing written, nothing removed
     print(f"\n[{kind}] {message[:230]}")
+
+
+def test_bad_input_stale_run_lock_is_taken_over_and_released(tmp_path, capsys):
+    """A lock left by a process that no longer runs (killed with SIGKILL) is taken over with a warning;
+    the folder is the run's while it runs and free after it."""
+    from uda.train import LOCK_FILE, run_lock
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / LOCK_FILE).write_text(f"{dead.stdout.strip()} {platform.node()}\n", encoding="utf-8")
+    with run_lock(run):
+        assert (run / LOCK_FILE).read_text().split()[0] == str(os.getpid())
+    shown = capsys.readouterr()
+    assert f"warning: output folder '{run}' was locked by process {dead.stdout.strip()}, which is no longer " \
+           f"running; taking its lock over" in shown.out + shown.err
+    assert not (run / LOCK_FILE).exists() and run.is_dir()
+    with run_lock(tmp_path / "new" / "run"):  # a folder made for the lock and left empty is removed after it
+        assert (tmp_path / "new" / "run" / LOCK_FILE).is_file()
+    assert not (tmp_path / "new" / "run").exists()

@@ -46,6 +46,7 @@ def test_train_uda_end_to_end(tiny_model_dir, tiny_text_data, tmp_path):
     for name in ["config.yaml", "metrics.jsonl", "results.json", "data_info.json", "predictions_test.jsonl",
                  "model/config.json", "model/label_names.json"]:
         assert (out / name).exists(), name
+    assert not (out / "run.lock").exists()  # the finished run released its folder
     results = json.loads((out / "results.json").read_text())
     assert results["test"]["num_examples"] == 60
     assert results["selected_model"]["by"] == "dev/accuracy"

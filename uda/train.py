@@ -7,11 +7,12 @@ consistency loss, total; ``uda/step.py``) -> non-finite guard -> backward -> cli
 eval -> checkpoint. The caller gives ``train`` its task (``tasks/cli.py`` makes it from ``--task``).
 
 The run folder holds config.yaml, data_info.json, metrics.jsonl, tensorboard/, checkpoints/
-(see ``uda/checkpoint.py``) and, for a task that builds files from its data in setup, data/; once
-the run has finished, model/ and results.json. A run that stopped before finishing continues
-exactly from its latest checkpoint when started again with the same options: weights, optimizer,
-scheduler, grad scaler, step, both data streams, the task's augmentation RNG and the
-Python/NumPy/torch RNGs are restored, and the logs continue with no gap or repeat.
+(see ``uda/checkpoint.py``), run.lock while a run uses it (``run_lock``) and, for a task that builds
+files from its data in setup, data/; once the run has finished, model/ and results.json. A run that
+stopped before finishing continues exactly from its latest checkpoint when started again with the
+same options: weights, optimizer, scheduler, grad scaler, step, both data streams, the task's
+augmentation RNG and the Python/NumPy/torch RNGs are restored, and the logs continue with no gap or
+repeat.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import shutil
 import signal
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -48,7 +49,8 @@ from uda.task import Task
 RUN_FILES = ("config.yaml", "data_info.json", "labeled_ids.txt", "dev_ids.txt", "metrics.jsonl", "results.json",
              "tensorboard", "checkpoints", "model", "data")
 # What a run has written before its first training step: a folder holding only these holds no run.
-NOT_YET_TRAINED = ("config.yaml", "data_info.json", "labeled_ids.txt", "dev_ids.txt", "tensorboard", "data")
+NOT_YET_TRAINED = ("config.yaml", "data_info.json", "labeled_ids.txt", "dev_ids.txt", "tensorboard", "data", "run.lock")
+LOCK_FILE = "run.lock"  # the PID and host of the process whose run uses the folder (see run_lock)
 # Options that may differ when a run is continued automatically: they do not change what is trained.
 RESUME_MAY_DIFFER = ("checkpoint.", "overwrite", "output_dir", "report_to", "train.eval_batch_size")
 
@@ -145,8 +147,65 @@ class MetricsLogger:
             self.writer.close()
 
 
-def prepare_run_dir(cfg: Config) -> tuple[Path, Optional[Path]]:
-    """The run folder, and the checkpoint to resume from (None: a fresh run).
+def run_dir_for(cfg: Config) -> Path:
+    """--output_dir (default: a new runs/<task>-<time> folder), checked not to be a file."""
+    run_dir = Path(cfg.output_dir or f"runs/{cfg.task}-{time.strftime('%Y%m%d-%H%M%S')}")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"--output_dir '{run_dir}' is a file, not a folder; choose a new --output_dir "
+                          f"(the file is left as it is)")
+    return run_dir
+
+
+@contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold the run folder for this process: ``run.lock`` in it holds the PID and host, from before the
+    folder is looked at until the run ends, so a second run into the same folder is refused (it would
+    continue from the same checkpoint and write over the first). A lock left by a process that is no
+    longer running (killed with SIGKILL, a crashed machine) is taken over with a warning."""
+    from tqdm.auto import tqdm
+
+    path, me = run_dir / LOCK_FILE, f"{os.getpid()} {platform.node()}"
+    made = not run_dir.exists()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    while True:
+        try:
+            with open(path, "x", encoding="utf-8") as f:
+                f.write(me + "\n")
+            break
+        except FileExistsError:
+            pid, _, host = path.read_text(encoding="utf-8").strip().partition(" ")
+            if host != platform.node() and pid.isdigit():
+                raise ConfigError(f"output folder '{run_dir}' is in use by process {pid} on host '{host}' (lock "
+                                  f"file '{path}'); wait for that run to end or choose another --output_dir. If "
+                                  f"no run is using the folder, delete the lock file") from None
+            if pid.isdigit() and _alive(int(pid)):
+                raise ConfigError(f"output folder '{run_dir}' is in use by a running process ({pid}, lock file "
+                                  f"'{path}'); wait for that run to end, or choose another --output_dir") from None
+            tqdm.write(f"warning: output folder '{run_dir}' was locked by process {pid or '?'}, which is no longer "
+                       f"running; taking its lock over")
+            path.unlink(missing_ok=True)
+    try:
+        yield
+    finally:
+        if path.is_file() and path.read_text(encoding="utf-8").strip() == me:
+            path.unlink()
+        if made and not any(run_dir.iterdir()):  # a folder made for a run that stopped at once
+            run_dir.rmdir()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def prepare_run_dir(cfg: Config, run_dir: Optional[Path] = None) -> tuple[Path, Optional[Path]]:
+    """The run folder (``run_dir``, default :func:`run_dir_for`), and the checkpoint to resume from
+    (None: a fresh run).
 
     A finished run (results.json) is never written over without --overwrite. An unfinished run with
     a checkpoint is continued when the options are the same (checkpoint.auto_resume) or when
@@ -154,11 +213,8 @@ def prepare_run_dir(cfg: Config) -> tuple[Path, Optional[Path]]:
     a checkpoint, or anything else) is an error that says what to do; what a run leaves before its
     first step (config.yaml, data_info.json, tensorboard/) does not count.
     """
-    run_dir = Path(cfg.output_dir or f"runs/{cfg.task}-{time.strftime('%Y%m%d-%H%M%S')}")
+    run_dir = run_dir or run_dir_for(cfg)
     resume = cfg.checkpoint.resume
-    if run_dir.exists() and not run_dir.is_dir():
-        raise ConfigError(f"--output_dir '{run_dir}' is a file, not a folder; choose a new --output_dir "
-                          f"(the file is left as it is)")
     if cfg.overwrite:
         return run_dir, None
     if (run_dir / "results.json").exists():
@@ -317,8 +373,10 @@ class Run:
 def train(cfg: Config, task: Task, clock: Callable[[], float] = time.monotonic) -> dict:
     """Train ``task`` with ``cfg``: setup, the loop, finish. Returns what results.json holds.
     ``clock`` (seconds) times the every-N-minutes checkpoints; a test passes a fake one."""
-    with kept_accelerate_state():  # a second train() in this process starts from the state the first found
-        run = setup(cfg, task, clock)
+    # kept_accelerate_state: a second train() in this process starts from the state the first found;
+    # held: what setup holds until the run ends (the run folder's lock)
+    with kept_accelerate_state(), ExitStack() as held:
+        run = setup(cfg, task, clock, held)
         fit(run)
         return finish(run)
 
@@ -353,9 +411,11 @@ def _accelerator(cfg: Config) -> Any:
     return accelerator
 
 
-def setup(cfg: Config, task: Task, clock: Callable[[], float] = time.monotonic) -> Run:
+def setup(cfg: Config, task: Task, clock: Callable[[], float] = time.monotonic,
+          held: Optional[ExitStack] = None) -> Run:
     """Run folder, data, model, optimizer and scheduler, batch streams, and (when continuing a run)
-    everything its latest checkpoint holds."""
+    everything its latest checkpoint holds. The main process locks the run folder until ``held`` closes
+    (no lock without it)."""
     from accelerate.utils import set_seed
     from tqdm.auto import tqdm
     from transformers import get_linear_schedule_with_warmup
@@ -367,7 +427,10 @@ def setup(cfg: Config, task: Task, clock: Callable[[], float] = time.monotonic) 
     t_start, cpu_start = time.time(), time.process_time()
     accelerator = _accelerator(cfg)
     main = accelerator.is_main_process
-    run_dir, resume_from = prepare_run_dir(cfg)
+    run_dir = run_dir_for(cfg)
+    if main and held is not None:
+        held.enter_context(run_lock(run_dir))  # before the folder is looked at
+    run_dir, resume_from = prepare_run_dir(cfg, run_dir)
     accelerator.wait_for_everyone()  # every process has looked at the folder before the main one changes it
     if main:
         if resume_from is None:  # --overwrite, or what an attempt that never trained left behind
