@@ -45,6 +45,11 @@ stopped (an unfinished run continues from its last checkpoint). At the end (or w
 run's metrics.jsonl). ``--quick`` shrinks every run to a smoke test (4 steps, small dev, test and
 unlabelled subsets): for checking the pipeline, not for numbers.
 
+``--variant NAME BASE 'OPTIONS'`` adds a method of your own: a built-in method with more train_uda.py
+options laid over it (``--variant uda_bt_conf uda_bt '--uda.confidence 0.8'``), named in ``--methods``
+like any other. ``--compare FOLDER LABEL`` draws another sweep's curves (its summary.json) on the plots,
+dashed, as ``LABEL: method``: a new start beside the old one.
+
 ``--num_labeled`` also takes ``all``: every labelled example of the pool (``--data.num_labeled 0``) for
 every method, as the curve's last point (folder ``<method>-nall-seed<S>``, plotted at its number of
 training examples). ``--jobs K`` runs K runs at once, each in a fresh process with one CPU thread
@@ -59,6 +64,8 @@ import argparse
 import csv
 import json
 import math
+import re
+import shlex
 import signal
 import sys
 from collections import Counter
@@ -112,9 +119,13 @@ SETFIT_QUICK = ["--num_iterations", "2"]  # --quick: a smoke test of the baselin
 SWEEP_KEYS = ("seed", "output_dir", "data.num_labeled")  # set by the sweep for each run
 
 
-def method_overrides(method: str, bt_file: Optional[str], plain: Optional[dict] = None) -> dict:
+def method_overrides(method: str, bt_file: Optional[str], plain: Optional[dict] = None,
+                     variants: Optional[dict] = None) -> dict:
     """The options a method lays over the config and the pass-through options. plain: what the
-    task's plain fine-tuning adds (TaskSpec.plain)."""
+    task's plain fine-tuning adds (TaskSpec.plain); variants: NAME -> (base method, its own overrides)."""
+    if variants and method in variants:
+        base, own = variants[method]
+        return {**method_overrides(base, bt_file, plain), **own}
     if method == "supervised":
         return {"uda.lambda_u": "0"}
     if method == "finetune":
@@ -233,8 +244,23 @@ def _ran_on(entry: dict) -> str:
     return next(iter(devices)) if len(devices) == 1 else ", ".join(f"{d} {k}" for d, k in devices.items())
 
 
-def write_summary(out: Path, rows: list[dict], table: list[dict], task: str) -> list[Path]:
-    """summary.json / .csv / .md and the plots; returns the files written."""
+def compared(pairs: list) -> list[dict]:
+    """The table rows of other sweeps (``--compare FOLDER LABEL``: FOLDER/summary.json), each method
+    renamed 'LABEL: method', for the plots."""
+    rows = []
+    for folder, label in pairs:
+        path = Path(folder) / "summary.json"
+        if not path.is_file():
+            raise SystemExit(f"error: --compare '{folder}' holds no summary.json of a sweep")
+        for t in json.loads(path.read_text(encoding="utf-8"))["table"]:
+            rows.append({**t, "method": f"{label}: {t['method']}"})
+    return rows
+
+
+def write_summary(out: Path, rows: list[dict], table: list[dict], task: str,
+                  others: Optional[list[dict]] = None) -> list[Path]:
+    """summary.json / .csv / .md and the plots (with the rows of ``others``, other sweeps, drawn dashed);
+    returns the files written."""
     spec = TASKS[task]
     keys = [m for m, _ in spec.metrics] + ["total_seconds", "cpu_seconds"]
     (out / "summary.json").write_text(json.dumps(
@@ -274,7 +300,7 @@ def write_summary(out: Path, rows: list[dict], table: list[dict], task: str) -> 
     written = [out / "summary.json", out / "summary.csv", out / "summary.md"]
     for metric in spec.plots:
         path = out / f"{metric}_vs_num_labeled.png"
-        plot_metric(path, table, task, metric)
+        plot_metric(path, table + (others or []), task, metric)
         written.append(path)
     path = out / "training_curves.png"
     plot_training_curves(path, out, rows)
@@ -295,8 +321,9 @@ def _colors(methods: list[str]) -> dict[str, Any]:
     import matplotlib
 
     cmap = matplotlib.colormaps["tab10"]
-    known = METHODS + sorted(set(methods) - set(METHODS))
-    return {m: cmap(known.index(m) % 10) for m in methods}
+    base = {m: m.split(": ", 1)[-1] for m in methods}  # a compared sweep's method keeps its method's colour
+    known = METHODS + sorted(set(base.values()) - set(METHODS))
+    return {m: cmap(known.index(base[m]) % 10) for m in methods}
 
 
 def plot_metric(path: Path, table: list[dict], task: str, metric: str) -> None:
@@ -320,7 +347,7 @@ def plot_metric(path: Path, table: list[dict], task: str, metric: str) -> None:
         if curve:
             ax.errorbar([x_of(t) for t in curve], [t[f"{metric}_mean"] for t in curve],
                         yerr=[t[f"{metric}_std"] for t in curve], marker="o", capsize=3, color=colors[method],
-                        label=f"{method} ({'/'.join(str(t['seeds']) for t in curve)} seeds)")
+                        ls="--" if ": " in method else "-", label=f"{method} ({'/'.join(str(t['seeds']) for t in curve)} seeds)")
         for t in pts:
             if not on_curve(t, pts):  # the ceiling: one value, drawn across every N
                 m, s = t[f"{metric}_mean"], t[f"{metric}_std"]
@@ -414,7 +441,7 @@ def build_plan(args: argparse.Namespace, passthrough: list[str],
     if clash:
         print(f"note: {', '.join('--' + k for k in clash)} after '--' is replaced in every run by the sweep's own "
               f"(--out, --seeds, --num_labeled)", file=sys.stderr)
-    if "uda_bt" in args.methods:
+    if "uda_bt" in args.methods or any(base == "uda_bt" for base, _ in args.variants.values()):
         if not args.bt_file:
             raise ConfigError("method uda_bt needs --bt_file PATH (precomputed back-translated copies of the "
                               "unlabelled texts, made by scripts/uda_augment.py); give it or drop uda_bt from --methods")
@@ -436,7 +463,7 @@ def build_plan(args: argparse.Namespace, passthrough: list[str],
         run_over["data.num_labeled"] = "0" if n is None else str(n)  # 0: every labelled example of the pool
         if args.reference_split_seed is not None and seed != args.reference_split_seed:
             run_over["data.id_order_file"] = "none"  # a random labelled set drawn from this seed
-        run_over.update(method_overrides(method, args.bt_file, TASKS[args.task].plain))
+        run_over.update(method_overrides(method, args.bt_file, TASKS[args.task].plain, args.variants))
         run_over.update({"seed": str(seed), "output_dir": str(folder), "report_to": "none"})
         plan.append((folder, build_config(args.task, config_file, run_over)))
         if sources is not None:
@@ -622,8 +649,14 @@ def parse_args(own: list[str]) -> argparse.Namespace:
                     help="labelled-set sizes N, or 'all' for every labelled example of the pool (default: imdb "
                          "20 100 1000, squad_v2 64 256 1024)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--methods", nargs="+", choices=METHODS,
-                    help="default: imdb supervised uda_tfidf uda_bt ceiling; squad_v2 supervised uda")
+    ap.add_argument("--methods", nargs="+",
+                    help=f"of {', '.join(METHODS)} and the --variant names (default: imdb supervised uda_tfidf uda_bt "
+                         f"ceiling; squad_v2 supervised uda)")
+    ap.add_argument("--variant", nargs=3, action="append", default=[], metavar=("NAME", "BASE", "OPTIONS"),
+                    help="a method of your own: BASE (one of the methods above) with train_uda.py OPTIONS laid over "
+                         "it, e.g. --variant uda_bt_conf uda_bt '--uda.confidence 0.8'; name it in --methods too")
+    ap.add_argument("--compare", nargs=2, action="append", default=[], metavar=("FOLDER", "LABEL"),
+                    help="draw another sweep's curves (its summary.json) on the plots too, as 'LABEL: method'")
     ap.add_argument("--bt_file", help="precomputed back-translated copies (jsonl from scripts/uda_augment.py) for uda_bt")
     ap.add_argument("--reference_split_seed", type=int,
                     help="only this seed keeps the config's data.id_order_file (the reference labelled split); the "
@@ -640,6 +673,20 @@ def parse_args(own: list[str]) -> argparse.Namespace:
     args.num_labeled = list(dict.fromkeys(args.num_labeled or spec.default_num_labeled))  # a repeat would run twice
     args.seeds = list(dict.fromkeys(args.seeds))
     args.methods = list(dict.fromkeys(args.methods or spec.default_methods))
+    args.variants = {}
+    for name, base, options in args.variant:
+        if not re.fullmatch(r"[a-z0-9_]+", name) or name in METHODS:
+            ap.error(f"--variant name '{name}': use lower-case letters, digits and '_', and not a built-in method's name")
+        if base not in METHODS or base in ("setfit", "ceiling"):
+            ap.error(f"--variant {name}: base '{base}' must be one of {', '.join(m for m in METHODS if m not in ('setfit', 'ceiling'))}")
+        try:
+            _, _, own, _ = parse_cli(shlex.split(options))
+        except ConfigError as e:
+            ap.error(f"--variant {name}: {e}")
+        args.variants[name] = (base, own)
+    unknown = [m for m in args.methods if m not in METHODS and m not in args.variants]
+    if unknown:
+        ap.error(f"--methods {' '.join(unknown)}: not a method ({', '.join(METHODS)}) nor a --variant name")
     if args.jobs < 1:
         ap.error(f"--jobs must be >= 1, got {args.jobs}")
     return args
@@ -730,7 +777,7 @@ def main(argv: list[str]) -> int:
         print(f"no finished runs under {out}", file=sys.stderr)
         return 1
     table = summarize(rows, args.task)
-    written = write_summary(out, rows, table, args.task)
+    written = write_summary(out, rows, table, args.task, compared(args.compare))
     print((out / "summary.md").read_text(encoding="utf-8"))
     print("wrote " + ", ".join(str(p) for p in written))
     return 2 if failed else 0

@@ -312,3 +312,46 @@ def test_augment_strength_measure_golden():
     # sentiment occurrences: great x2 (1 kept), boring x1 (0 kept)
     assert r["sentiment_occurrences"] == 3 and r["sentiment_kept"] == pytest.approx(1 / 3)
     assert r["identical"] == 0.5 and r["length_ratio"] == pytest.approx((7 / 7 + 1) / 2)
+
+
+def test_a_variant_is_its_base_method_with_its_own_options(tmp_path, capsys):
+    from benchmarks.sweep import build_plan, parse_args
+
+    args = parse_args(["--task", "imdb", "--out", str(tmp_path), "--num_labeled", "20", "--seeds", "0",
+                       "--methods", "uda", "uda_conf", "sup_long",
+                       "--variant", "uda_conf", "uda", "--uda.confidence 0.8 --uda.target hard",
+                       "--variant", "sup_long", "supervised", "--train.max_steps 9"])
+    cfg = {folder.name: c for folder, c in build_plan(args, ["--train.max_steps", "5", "--train.warmup_steps", "1"])}
+    assert (cfg["uda_conf-n20-seed0"].uda.confidence, cfg["uda_conf-n20-seed0"].uda.target) == (0.8, "hard")
+    assert cfg["uda-n20-seed0"].uda.confidence is None
+    assert (cfg["sup_long-n20-seed0"].uda.lambda_u, cfg["sup_long-n20-seed0"].train.max_steps) == (0, 9)
+    assert cfg["uda-n20-seed0"].train.max_steps == 5
+
+
+@pytest.mark.parametrize("argv,msg", [(["--methods", "nope"], "not a method"),
+                                      (["--variant", "Bad-Name", "uda", "", "--methods", "uda"], "--variant name"),
+                                      (["--variant", "v", "setfit", "", "--methods", "v"], "base 'setfit'"),
+                                      (["--variant", "v", "uda", "--no.such 1", "--methods", "v"], "--variant v")])
+def test_bad_methods_and_variants_are_clear_errors(tmp_path, capsys, argv, msg):
+    from benchmarks.sweep import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--task", "imdb", "--out", str(tmp_path), *argv])
+    assert msg in capsys.readouterr().err
+
+
+def test_compare_draws_another_sweeps_curves(tmp_path):
+    from benchmarks.sweep import compared, plot_metric
+
+    other = tmp_path / "old"
+    other.mkdir()
+    row = {"num_labeled": 64, "seeds": 2, "num_train": 64, "f1_mean": 50.0, "f1_std": 1.0, "answer_nothing": 50.5}
+    (other / "summary.json").write_text(json.dumps({"table": [{**row, "method": "supervised"},
+                                                              {**row, "num_labeled": 256, "method": "supervised"}]}))
+    rows = compared([(str(other), "plain start")])
+    assert [r["method"] for r in rows] == ["plain start: supervised"] * 2
+    mine = [{**row, "method": "supervised", "f1_mean": 60.0}, {**row, "num_labeled": 256, "method": "supervised"}]
+    plot_metric(tmp_path / "f1.png", mine + rows, "squad_v2", "f1")
+    assert (tmp_path / "f1.png").stat().st_size > 1000
+    with pytest.raises(SystemExit, match="no summary.json"):
+        compared([(str(tmp_path / "missing"), "x")])
