@@ -437,3 +437,37 @@ def test_bad_input_stale_run_lock_is_taken_over_and_released(tmp_path, capsys):
     with run_lock(tmp_path / "new" / "run"):  # a folder made for the lock and left empty is removed after it
         assert (tmp_path / "new" / "run" / LOCK_FILE).is_file()
     assert not (tmp_path / "new" / "run").exists()
+
+
+def test_bad_input_resume_after_the_data_changed(tiny_model_dir, tiny_text_data, tmp_path, capsys, one_thread):
+    """A run whose data files changed since it started is not continued on the new data unless asked."""
+    from tests.test_resume import Interrupted, InterruptedTask
+    from tests.trainkit import run, tiny_config
+    from uda import checkpoint
+    from uda.data import DataError
+
+    data, out = tmp_path / "data", tmp_path / "run"
+    shutil.copytree(tiny_text_data, data)
+    options = {"train.max_steps": 4, "train.warmup_steps": 0, "checkpoint.every_steps": 2, "train.eval_every": 4}
+    with pytest.raises(Interrupted):  # killed in step 3: the latest checkpoint is step 2
+        run(tiny_config(tiny_model_dir, data, out, **options), InterruptedTask(at=3))
+    assert checkpoint.latest(out / "checkpoints").step == 2
+    rows = _rows(data / "train.jsonl")
+    _write(data / "train.jsonl", rows[:150])  # the training file was cut meanwhile
+    before = _snapshot(out)
+    with pytest.raises(DataError) as e:
+        run(tiny_config(tiny_model_dir, data, out, **options))
+    print(f"\n[data changed] error: {e.value}")
+    assert __import__("re").fullmatch(
+        rf"the data changed since the run in '{out}' started: '{data / 'train.jsonl'}' \(size \d+ -> \d+ bytes\); "
+        r"the ids in labeled_ids.txt \(the examples chosen\); the ids in dev_ids.txt \(the examples chosen\)\. Its "
+        r"checkpoints were trained on the old data: restore it, start a new run \(another --output_dir, or "
+        r"--overwrite true\), or pass --checkpoint.allow_data_change true to continue on the new data", str(e.value))
+    assert {p: h for p, h in _snapshot(out).items() if p in before and p.name != "run.lock"} == \
+        {p: h for p, h in before.items() if p.name != "run.lock"}  # nothing changed in the run folder
+    capsys.readouterr()
+    results = run(tiny_config(tiny_model_dir, data, out, **options, **{"checkpoint.allow_data_change": "true"}))
+    assert results["resumed_at_steps"] == [2]
+    shown = capsys.readouterr()
+    assert "warning: the data changed since the run in" in shown.out + shown.err
+    assert "continuing on the new data (--checkpoint.allow_data_change)" in shown.out + shown.err

@@ -191,6 +191,10 @@ class CheckpointConfig:
         True, "Continue automatically when --output_dir holds an unfinished run with a checkpoint and the same "
         "options (off: such a folder is an error unless --checkpoint.resume or --overwrite)."
     )
+    allow_data_change: bool = option(
+        False, "Continue an unfinished run although its data files (or the labelled and dev examples chosen from "
+        "them) changed since it started, with a warning (off: an error naming the files)."
+    )
 
 
 @dataclass

@@ -89,6 +89,20 @@ def iter_jsonl(path: str | os.PathLike, on_bad: str = "error",
             yield lineno, rec
 
 
+def file_fingerprint(path: str | os.PathLike, block: int = 1 << 20) -> dict:
+    """Size, modification time and a sha256 of the first and last ``block`` bytes of a file: enough to
+    tell that a data file was replaced, grown, cut or edited at either end, without reading it all."""
+    p = Path(path)
+    st = p.stat()
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        h.update(f.read(block))
+        if st.st_size > block:
+            f.seek(max(block, st.st_size - block))
+            h.update(f.read(block))
+    return {"size": st.st_size, "mtime": st.st_mtime, "sha256_ends": h.hexdigest()}
+
+
 @contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "w", fsync: bool = True) -> Iterator[IO]:
     """Write ``path`` all or nothing: into a temporary file beside it, synced, then renamed over it.

@@ -17,6 +17,7 @@ repeat.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -38,7 +39,8 @@ from uda import checkpoint
 from uda.alignment import ClassAligner
 from uda.config import Config, ConfigError, save_config
 from uda.devices import cpu_has_native_bf16, kept_accelerate_state
-from uda.io import atomic_write_json, atomic_write_text
+from uda.data import DataError
+from uda.io import atomic_write_json, atomic_write_text, file_fingerprint
 from uda.losses import ramp, tsa_threshold
 from uda.optim import param_groups
 from uda.step import StepOutput, ratios_from_counts, uda_step
@@ -46,10 +48,12 @@ from uda.task import Task
 
 # What a run writes into its folder (what --overwrite deletes), besides predictions_*.jsonl.
 # data/ holds what a task builds from its data in setup (the passages task's retrieval file).
-RUN_FILES = ("config.yaml", "data_info.json", "labeled_ids.txt", "dev_ids.txt", "metrics.jsonl", "results.json",
-             "tensorboard", "checkpoints", "model", "data")
+RUN_FILES = ("config.yaml", "data_info.json", "data_fingerprint.json", "labeled_ids.txt", "dev_ids.txt",
+             "metrics.jsonl", "results.json", "tensorboard", "checkpoints", "model", "data")
 # What a run has written before its first training step: a folder holding only these holds no run.
-NOT_YET_TRAINED = ("config.yaml", "data_info.json", "labeled_ids.txt", "dev_ids.txt", "tensorboard", "data", "run.lock")
+NOT_YET_TRAINED = ("config.yaml", "data_info.json", "data_fingerprint.json", "labeled_ids.txt", "dev_ids.txt",
+                   "tensorboard", "data", "run.lock")
+FINGERPRINT_FILE = "data_fingerprint.json"  # the run's data when it started (see data_fingerprint)
 LOCK_FILE = "run.lock"  # the PID and host of the process whose run uses the folder (see run_lock)
 # Options that may differ when a run is continued automatically: they do not change what is trained.
 RESUME_MAY_DIFFER = ("checkpoint.", "overwrite", "output_dir", "report_to", "train.eval_batch_size")
@@ -306,15 +310,72 @@ def _mean_over_processes(values: dict[str, float], accelerator: Any) -> dict[str
     return dict(zip(keys, t.tolist()))
 
 
-def write_ids(run_dir: Path, data: Any) -> None:
-    """labeled_ids.txt and dev_ids.txt, one example id a line, so that any other tool (a SetFit
-    baseline, a fully supervised run) can be trained and selected on exactly the same examples.
-    Each id once, in order of first appearance: a QA question cut into several windows (features)
-    is one line."""
+def id_lists(data: Any) -> dict[str, str]:
+    """labeled_ids.txt and dev_ids.txt as texts: one example id a line, each id once, in order of first
+    appearance (a QA question cut into several windows (features) is one line)."""
+    out = {}
     for name, rows in (("labeled_ids.txt", data.train), ("dev_ids.txt", data.dev)):
         ids = [r.get("id") if isinstance(r, dict) else getattr(r, "id", None) for r in rows]
-        ids = list(dict.fromkeys(str(i) for i in ids if i is not None))
-        atomic_write_text(run_dir / name, "".join(f"{i}\n" for i in ids), fsync=False)
+        out[name] = "".join(f"{i}\n" for i in dict.fromkeys(str(i) for i in ids if i is not None))
+    return out
+
+
+def write_ids(run_dir: Path, data: Any) -> None:
+    """labeled_ids.txt and dev_ids.txt (:func:`id_lists`), so that any other tool (a SetFit baseline, a
+    fully supervised run) can be trained and selected on exactly the same examples."""
+    for name, text in id_lists(data).items():
+        atomic_write_text(run_dir / name, text, fsync=False)
+
+
+def data_fingerprint(cfg: Config, data: Any) -> dict:
+    """What a run's data was when it started: each data file it names (the task's ``info["files"]`` and
+    every option called path, file or *_file that names a file) by :func:`uda.io.file_fingerprint`, and
+    a sha256 of the labelled and dev ids chosen from them."""
+    files = data.info.get("files") if isinstance(getattr(data, "info", None), dict) else None
+    paths = [v for v in (files or {}).values() if isinstance(v, str)]
+    for key, value in _flatten(cfg.to_dict()).items():
+        name = key.rsplit(".", 1)[-1]
+        if isinstance(value, str) and (name in ("path", "file") or name.endswith("_file")):
+            paths.append(value)
+    found = {str(Path(p).expanduser().resolve()) for p in paths if Path(p).expanduser().is_file()}
+    return {"files": {p: file_fingerprint(p) for p in sorted(found)},
+            "ids": {name: hashlib.sha256(text.encode("utf-8")).hexdigest() for name, text in id_lists(data).items()}}
+
+
+def data_changes(before: dict, now: dict) -> list[str]:
+    """What differs between two :func:`data_fingerprint` s (the modification time alone is no change)."""
+    changes = []
+    for p in sorted(before["files"].keys() | now["files"].keys()):
+        a, b = before["files"].get(p), now["files"].get(p)
+        if a is None or b is None or (a["size"], a["sha256_ends"]) != (b["size"], b["sha256_ends"]):
+            how = "no longer read" if b is None else "newly read" if a is None else \
+                f"size {a['size']} -> {b['size']} bytes" if a["size"] != b["size"] else "content changed"
+            changes.append(f"'{p}' ({how})")
+    changes += [f"the ids in {name} (the examples chosen)" for name in before["ids"]
+                if before["ids"][name] != now["ids"].get(name)]
+    return changes
+
+
+def check_data_unchanged(cfg: Config, run_dir: Path, data: Any) -> Optional[dict]:
+    """On resuming, compare the data with the fingerprint the run stored when it started: a change is an
+    error (the checkpoints were trained on other data) unless --checkpoint.allow_data_change. Returns
+    the fingerprint to store (None: keep the stored one)."""
+    from tqdm.auto import tqdm
+
+    now = data_fingerprint(cfg, data)
+    path = run_dir / FINGERPRINT_FILE
+    if not path.is_file():
+        return now
+    changes = data_changes(json.loads(path.read_text(encoding="utf-8")), now)
+    if not changes:
+        return None
+    what = f"the data changed since the run in '{run_dir}' started: {'; '.join(changes)}"
+    if not cfg.checkpoint.allow_data_change:
+        raise DataError(f"{what}. Its checkpoints were trained on the old data: restore it, start a new run "
+                        f"(another --output_dir, or --overwrite true), or pass --checkpoint.allow_data_change true "
+                        f"to continue on the new data")
+    tqdm.write(f"warning: {what}; continuing on the new data (--checkpoint.allow_data_change)")
+    return now
 
 
 @dataclass
@@ -445,9 +506,13 @@ def setup(cfg: Config, task: Task, clock: Callable[[], float] = time.monotonic,
     set_seed(cfg.seed)
     task.run_dir = run_dir  # a task that writes files of its own (under data/) reads the run folder here
     data = task.setup(cfg)
+    fingerprint = check_data_unchanged(cfg, run_dir, data) if resume_from is not None else \
+        data_fingerprint(cfg, data)
     if main:
         atomic_write_json(run_dir / "data_info.json", data.info)
         write_ids(run_dir, data)
+        if fingerprint is not None:
+            atomic_write_json(run_dir / FINGERPRINT_FILE, fingerprint)
     if cfg.uda.distribution_alignment and task.class_logits_index is None:
         raise ConfigError(f"--uda.distribution_alignment needs a task whose consistency distribution is over classes; "
                           f"task '{cfg.task}' has none")
