@@ -208,6 +208,13 @@ def _folder_of_another_run(d, tmp):
     (tmp / "run" / "metrics.jsonl").write_text('{"step": 3, "train/loss": 0.7}\n', encoding="utf-8")
 
 
+def _only_broken_checkpoints(d, tmp):
+    ckpt = tmp / "run" / "checkpoints" / "step-00000002"
+    (ckpt / "model").mkdir(parents=True)
+    (ckpt / "meta.json").write_text('{"step": 2, "metric": 0.5}', encoding="utf-8")
+    (ckpt / "model" / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{")  # cut short
+
+
 def _resume_without_output_dir(d, tmp):
     return ["--checkpoint.resume", "--output_dir", "none"]
 
@@ -294,6 +301,10 @@ CASES = {
                                              r"using the folder, delete the lock file"),
     "output folder of another run": (_folder_of_another_run, r"output folder '.*run' holds another run's files "
                                      r"\(metrics.jsonl\) and no checkpoint to resume from"),
+    "checkpoints that cannot be loaded": (_only_broken_checkpoints, r"output folder '.*run' holds checkpoints, but "
+                                          r"none can be loaded \(the newest, '.*step-00000002': model/"
+                                          r"model.safetensors: .*\); choose a new --output_dir, or pass --overwrite "
+                                          r"true to start over"),
     "resume without a run folder": (_resume_without_output_dir, r"--checkpoint.resume needs --output_dir"),
     "output folder that is a file": (_output_dir_is_a_file, r"--output_dir '.*run' is a file, not a folder; "
                                      r"choose a new --output_dir"),
@@ -326,7 +337,7 @@ def test_bad_input_stops_before_training(kind, tiny_model_dir, tiny_text_data, t
     assert code == 2, err[-2000:]
     message = next(line for line in err.splitlines() if line.startswith("error: "))
     assert __import__("re").search(pattern, message), message
-    assert not (out / "checkpoints").exists()  # nothing trained
+    assert kind == "checkpoints that cannot be loaded" or not (out / "checkpoints").exists()  # nothing trained
     assert not (tmp_path / "pwned").exists()  # configs are read with yaml.safe_load
     assert kind == "output folder of another run" or not (out / "metrics.jsonl").exists()
     assert "in use" in kind or not (out / "run.lock").exists()  # the lock is released
@@ -471,3 +482,32 @@ def test_bad_input_resume_after_the_data_changed(tiny_model_dir, tiny_text_data,
     shown = capsys.readouterr()
     assert "warning: the data changed since the run in" in shown.out + shown.err
     assert "continuing on the new data (--checkpoint.allow_data_change)" in shown.out + shown.err
+
+
+def test_bad_input_truncated_newest_checkpoint_falls_back(tiny_model_dir, tiny_text_data, tmp_path, capsys,
+                                                          one_thread):
+    """A newest checkpoint whose weights were cut short (a full disk, a stopped copy) is set aside with a
+    warning naming it and the checkpoint the run continues from instead."""
+    from tests.test_resume import Interrupted, InterruptedTask
+    from tests.trainkit import run, tiny_config
+    from uda import checkpoint
+
+    out = tmp_path / "run"
+    options = {"train.max_steps": 6, "train.warmup_steps": 0, "train.eval_every": 2, "checkpoint.keep_top_k": 3}
+    with pytest.raises(Interrupted):  # killed in step 5: checkpoints at steps 2 and 4
+        run(tiny_config(tiny_model_dir, tiny_text_data, out, **options), InterruptedTask(at=5))
+    newest, good = out / "checkpoints" / "step-00000004", out / "checkpoints" / "step-00000002"
+    weights = newest / "model" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    assert checkpoint.problem(newest).startswith("model/model.safetensors: ")
+    capsys.readouterr()
+    results = run(tiny_config(tiny_model_dir, tiny_text_data, out, **options))
+    assert results["resumed_at_steps"] == [2]
+    shown = capsys.readouterr()
+    message = next(line for line in (shown.out + shown.err).splitlines() if line.startswith("warning: the newer"))
+    assert message.startswith(f"warning: the newer checkpoint '{newest}' cannot be loaded (model/model.safetensors: ")
+    assert message.endswith(f"resuming from the newest good one, '{good}', instead (the broken one is kept as "
+                            f"'{out / 'checkpoints' / '.broken-step-00000004'}')")
+    assert (out / "checkpoints" / ".broken-step-00000004" / "model" / "model.safetensors").stat().st_size == 1000
+    assert checkpoint.problem(checkpoint.latest(out / "checkpoints").path) is None  # the step-4 save of this run
+    print(f"\n[truncated checkpoint] {message}")

@@ -18,8 +18,16 @@ from uda.config import ConfigError, build_config, save_config
 from uda.train import BatchStream, MetricsLogger, prepare_run_dir
 
 
+def _model(folder: Path) -> None:
+    """A stand-in for a model's save_pretrained: a loadable (tiny) weights file."""
+    from safetensors.torch import save_file
+
+    folder.mkdir()
+    save_file({"w": torch.zeros(1)}, str(folder / "model.safetensors"))
+
+
 def _save(root: Path, step: int, metric, k: int = 1, state=None):
-    return checkpoint.save(root, step, metric, k, lambda d: d.mkdir(), state or {"step": step})
+    return checkpoint.save(root, step, metric, k, _model, state or {"step": step})
 
 
 def _names(root: Path) -> list[str]:

@@ -10,6 +10,8 @@ Layout of ``<run folder>/checkpoints``::
     best                    text file: the name of the best checkpoint by the dev metric
     best_em, best_f1        instead of ``best``, for a task ranking by several metrics (``rankings``)
     .tmp-step-00000060/     a save in progress, or the remains of a killed one (removed by the next save)
+    .broken-step-00000080/  a checkpoint that could not be loaded, set aside by the run that resumed instead
+                            from the newest good one
 
 A save writes everything into the temporary folder and then renames it into place (one ``os.replace``),
 so a process killed during a save leaves every earlier checkpoint untouched and loadable. Pointers are
@@ -107,6 +109,49 @@ def latest(root: Path) -> Optional[Checkpoint]:
     between renaming a new checkpoint into place and updating the pointer still resumes from it."""
     ckpts = list_checkpoints(root)
     return ckpts[-1] if ckpts else None
+
+
+def problem(ckpt: Path) -> Optional[str]:
+    """Why checkpoint ``ckpt`` cannot be loaded (a missing or truncated weights or state file), or None.
+    Cheap: the safetensors headers must cover their files and the state's zip directory must be whole;
+    the tensors themselves are not read."""
+    import zipfile
+
+    from safetensors import SafetensorError, safe_open
+
+    folder = Path(ckpt) / MODEL_DIR
+    index = folder / "model.safetensors.index.json"
+    try:
+        files = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())) \
+            if index.is_file() else ["model.safetensors"]
+    except (OSError, ValueError, KeyError) as e:
+        return f"unreadable {index.name} ({e})"
+    for name in files:
+        try:
+            with safe_open(str(folder / name), "pt"):
+                pass
+        except (OSError, SafetensorError) as e:
+            return f"{MODEL_DIR}/{name}: {e}"
+    try:
+        zipfile.ZipFile(Path(ckpt) / STATE_FILE).close()
+    except (OSError, zipfile.BadZipFile) as e:
+        return f"{STATE_FILE}: {e}"
+    return None
+
+
+def latest_loadable(root: Path) -> Optional[Checkpoint]:
+    """The newest checkpoint that :func:`problem` finds nothing wrong with (a newer one may have been
+    cut short: a full disk, a copy that stopped)."""
+    return next((c for c in reversed(list_checkpoints(root)) if problem(c.path) is None), None)
+
+
+def set_aside(ckpt: Checkpoint) -> Path:
+    """Rename a checkpoint that cannot be loaded to ``.broken-<name>`` beside it (kept for a look, never
+    listed, pruned or pointed at again); returns the new path."""
+    target = ckpt.path.with_name(f".broken-{ckpt.path.name}")
+    _remove(target)
+    os.replace(ckpt.path, target)
+    return target
 
 
 def _ranked(ckpts: list[Checkpoint], name: Optional[str] = None) -> list[Checkpoint]:

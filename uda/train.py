@@ -226,7 +226,12 @@ def prepare_run_dir(cfg: Config, run_dir: Optional[Path] = None) -> tuple[Path, 
             f"output folder '{run_dir}' already holds a finished run; choose a new --output_dir, "
             f"or pass --overwrite true to write over it"
         )
-    last = checkpoint.latest(run_dir / "checkpoints")
+    last = checkpoint.latest_loadable(run_dir / "checkpoints")  # a newer one cut short is set aside by setup
+    newest = checkpoint.latest(run_dir / "checkpoints")
+    if last is None and newest is not None:
+        raise checkpoint.CheckpointError(
+            f"output folder '{run_dir}' holds checkpoints, but none can be loaded (the newest, '{newest.path}': "
+            f"{checkpoint.problem(newest.path)}); choose a new --output_dir, or pass --overwrite true to start over")
     if last is None:
         if resume:
             raise ConfigError(f"--checkpoint.resume: output folder '{run_dir}' holds no checkpoint to resume from")
@@ -498,6 +503,8 @@ def setup(cfg: Config, task: Task, clock: Callable[[], float] = time.monotonic,
             clear_run_files(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         if resume_from is not None:
+            _set_aside_broken(run_dir / "checkpoints", resume_from,
+                              checkpoint.rankings_for(select_metric, task.rank_metrics))
             changes = config_changes(run_dir / "config.yaml", cfg)
             tqdm.write(f"resuming from {resume_from}" + (f" with changed options: {'; '.join(changes)}" if changes else ""))
         if resume_from is None or cfg.checkpoint.resume:  # an explicit resume may change options: record them
@@ -545,6 +552,21 @@ def setup(cfg: Config, task: Task, clock: Callable[[], float] = time.monotonic,
     run.logger = MetricsLogger(run_dir, cfg.report_to == "tensorboard", main,
                                resume_step=state.step if resume_from is not None else None, keep_lines=keep_lines)
     return run
+
+
+def _set_aside_broken(root: Path, resume_from: Path, rankings: Optional[dict]) -> None:
+    """The checkpoints newer than ``resume_from`` cannot be loaded (prepare_run_dir chose the newest good
+    one): rename them out of the way, with a warning naming both, so that no pointer or ranking uses them."""
+    from tqdm.auto import tqdm
+
+    broken = [c for c in checkpoint.list_checkpoints(root) if c.path.name > resume_from.name]
+    for c in broken:
+        why = checkpoint.problem(c.path)
+        moved = checkpoint.set_aside(c)
+        tqdm.write(f"warning: the newer checkpoint '{c.path}' cannot be loaded ({why}); resuming from the newest "
+                   f"good one, '{resume_from}', instead (the broken one is kept as '{moved}')")
+    if broken:
+        checkpoint.write_pointers(root, rankings)
 
 
 def restore(run: Run, ckpt: Path) -> int:
