@@ -56,7 +56,7 @@ from augment.inputs import InputRow, ListRows, SequenceRows, open_inputs, read_i
 from augment.registry import NEEDS_CORPUS, make_augmenter, parse_method
 from uda.arrow_cache import hash_array
 from uda.data import DataError
-from uda.io import atomic_open, text_hash
+from uda.io import atomic_open, remove_stale_temporaries, text_hash
 
 __all__ = [
     "AugmentOutcome",
@@ -146,6 +146,7 @@ class ChunkCache:
     def __init__(self, folder: Path):
         self.folder = folder
         self.folder.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(self.folder)  # files a killed run was writing
         self._paths: list[Path] = []
         self._ids: dict[str, int] = {}
         self.unreadable = 0
@@ -183,7 +184,8 @@ class ChunkCache:
         table = pa.table({"key": pa.array(raw * len(copies), pa.binary(16)),
                           "copy": pa.array([j for j in copies for _ in keys], pa.int32()),
                           "out": pa.array([o for j in copies for o in outs[j]], pa.string())}, schema=_unit_schema())
-        with atomic_open(self.folder / name, "wb", fsync=True) as f, pa.ipc.new_stream(f, table.schema) as w:
+        with atomic_open(self.folder / name, "wb", fsync=True, clean=False) as f, \
+                pa.ipc.new_stream(f, table.schema) as w:
             w.write_table(table)
         if self._ids.get(name, -1) >= 0:  # the same unit again (a rank computed it too): the same outputs
             return self._ids[name]

@@ -511,3 +511,28 @@ def test_bad_input_truncated_newest_checkpoint_falls_back(tiny_model_dir, tiny_t
     assert (out / "checkpoints" / ".broken-step-00000004" / "model" / "model.safetensors").stat().st_size == 1000
     assert checkpoint.problem(checkpoint.latest(out / "checkpoints").path) is None  # the step-4 save of this run
     print(f"\n[truncated checkpoint] {message}")
+
+
+def test_bad_input_temporary_files_of_a_killed_uda_augment_are_removed(tmp_path, capsys):
+    """A uda-augment killed while writing leaves hidden temporary files (of its output, of a cache unit);
+    the next run removes them, and leaves alone those of writers still running or on another host."""
+    from tasks.cli import augment_main
+    from uda.io import _HOST
+
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    inp, out, cache = tmp_path / "in.jsonl", tmp_path / "aug.jsonl.gz", tmp_path / "cache"
+    _write(inp, [{"id": str(i), "text": f"a fine film number {i}"} for i in range(5)])
+    stale = tmp_path / f".aug.jsonl.gz.{_HOST}@{dead}.k2j4h1x_.tmp"
+    running = tmp_path / f".aug.jsonl.gz.{_HOST}@{os.getppid()}.a8bc0d1e.tmp"
+    elsewhere = tmp_path / f".aug.jsonl.gz.gpu-box-7@{dead}.a8bc0d1e.tmp"
+    for p in (stale, running, elsewhere):
+        p.write_bytes(b"half a file")
+    args = ["--input", str(inp), "--output", str(out), "--method", "swap", "--cache_dir", str(cache), "--no_progress"]
+    assert augment_main(args) == 0
+    unit = next(p for p in cache.rglob("*.arrow"))
+    stale_unit = unit.parent / f".{unit.name}.{_HOST}@{dead}.zz9x8y7w.tmp"
+    stale_unit.write_bytes(b"half a unit")
+    assert augment_main(args) == 0, capsys.readouterr().err
+    assert out.is_file() and not stale.exists() and not stale_unit.exists()
+    assert running.exists() and elsewhere.exists()

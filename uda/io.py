@@ -7,10 +7,13 @@ a file may have been torn by a killed writer.
 
 from __future__ import annotations
 
+import glob
 import gzip
 import hashlib
 import json
 import os
+import platform
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -103,13 +106,43 @@ def file_fingerprint(path: str | os.PathLike, block: int = 1 << 20) -> dict:
     return {"size": st.st_size, "mtime": st.st_mtime, "sha256_ends": h.hexdigest()}
 
 
+_HOST = re.sub(r"[^A-Za-z0-9_-]", "_", platform.node()) or "host"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine (another user's included)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(folder: Path, name: Optional[str] = None) -> None:
+    """Delete the temporary files that :func:`atomic_open` left in ``folder`` (for the file ``name`` only,
+    when given) in processes of this host that no longer run (killed before they could clean up); those
+    of running writers stay."""
+    own = re.compile(r"\." + (re.escape(name) if name else ".+") + r"\.([A-Za-z0-9_-]+)@(\d+)\.[a-z0-9_]+\.tmp")
+    for p in Path(folder).glob(f".{glob.escape(name) if name else '*'}.*.tmp"):
+        m = own.fullmatch(p.name)
+        if m and m.group(1) == _HOST and not pid_alive(int(m.group(2))):
+            p.unlink(missing_ok=True)
+
+
 @contextmanager
-def atomic_open(path: str | os.PathLike, mode: str = "w", fsync: bool = True) -> Iterator[IO]:
+def atomic_open(path: str | os.PathLike, mode: str = "w", fsync: bool = True, clean: bool = True) -> Iterator[IO]:
     """Write ``path`` all or nothing: into a temporary file beside it, synced, then renamed over it.
-    A ``.gz`` name is gzipped. Readers never see a half-written file; on an error the old file stays."""
+    A ``.gz`` name is gzipped. Readers never see a half-written file; on an error the old file stays.
+    The temporary file is named after this host and process, so that a later write of ``path`` removes
+    it when a kill (SIGKILL, a lost machine) kept this one from doing so (``clean=False``: not looked
+    for, as by a writer of many files into one folder, which cleans the folder once)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if clean:
+        remove_stale_temporaries(path.parent, path.name)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_HOST}@{os.getpid()}.", suffix=".tmp")
     os.close(fd)
     umask = os.umask(0)
     os.umask(umask)

@@ -40,7 +40,7 @@ from uda.alignment import ClassAligner
 from uda.config import Config, ConfigError, save_config
 from uda.devices import cpu_has_native_bf16, kept_accelerate_state
 from uda.data import DataError
-from uda.io import atomic_write_json, atomic_write_text, file_fingerprint
+from uda.io import atomic_write_json, atomic_write_text, file_fingerprint, pid_alive
 from uda.losses import ramp, tsa_threshold
 from uda.optim import param_groups
 from uda.step import StepOutput, ratios_from_counts, uda_step
@@ -182,7 +182,7 @@ def run_lock(run_dir: Path) -> Iterator[None]:
                 raise ConfigError(f"output folder '{run_dir}' is in use by process {pid} on host '{host}' (lock "
                                   f"file '{path}'); wait for that run to end or choose another --output_dir. If "
                                   f"no run is using the folder, delete the lock file") from None
-            if pid.isdigit() and _alive(int(pid)):
+            if pid.isdigit() and pid_alive(int(pid)):
                 raise ConfigError(f"output folder '{run_dir}' is in use by a running process ({pid}, lock file "
                                   f"'{path}'); wait for that run to end, or choose another --output_dir") from None
             tqdm.write(f"warning: output folder '{run_dir}' was locked by process {pid or '?'}, which is no longer "
@@ -195,16 +195,6 @@ def run_lock(run_dir: Path) -> Iterator[None]:
             path.unlink()
         if made and not any(run_dir.iterdir()):  # a folder made for a run that stopped at once
             run_dir.rmdir()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def prepare_run_dir(cfg: Config, run_dir: Optional[Path] = None) -> tuple[Path, Optional[Path]]:
