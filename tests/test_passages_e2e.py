@@ -71,9 +71,13 @@ def test_train_uda_passages_end_to_end(tiny_qa_model_dir, tiny_squad_file, tmp_p
         assert {q["title"] for q in p["passages"]} <= test_titles
         top = p["passages"][0]
         assert {"rank", "id", "title", "relevance", "selection_prob", "has_answer", "spans"} <= set(top)
-        assert [q["relevance"] for q in p["passages"]] == sorted((q["relevance"] for q in p["passages"]), reverse=True)
-        assert p["final_answer"] == ("" if p["no_answer_score"] is not None and p["no_answer_score"] > p["threshold"]
-                                     else p["span_text"])
+        # ranked by the fused score (retriever and relevance, the weight fitted on dev), both shown
+        assert {"retriever_score", "fused_score"} <= set(top) and top["retriever_score"] is not None
+        key = [q["fused_score"] for q in p["passages"]]
+        assert key == sorted(key, reverse=True)
+        nas, thr = p["no_answer_score"], p["threshold"]
+        if nas is None or abs(nas - thr) > 1e-3:  # the file rounds both to 4 digits: a near-tie can read either way
+            assert p["final_answer"] == ("" if nas is not None and nas > thr else p["span_text"])
     from tasks.passages.model import load_passage_reader
 
     load_passage_reader(out / "model")

@@ -344,3 +344,51 @@ def test_consistency_views_carry_the_context_tokens_for_the_similarity_term(tiny
         lo, la = task.consistency_logits(model, ori), task.consistency_logits(model, aug)
     for o, a in zip(lo, la):
         assert consistency_loss(o, a, temperature=None, confidence=None)[0].item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_fusion_weight_zero_ranks_as_the_retriever_and_a_large_one_as_the_head():
+    from tasks.passages.postprocess import fused_scores, ranking
+
+    relevance = np.array([0.1, 3.0, -1.0, 2.0])
+    retrieval = np.array([12.0, 5.0, 9.0, 1.0])  # BM25: passage 0, then 2, 1, 3
+    assert ranking(relevance, retrieval, 0.0) == [0, 2, 1, 3]
+    assert ranking(relevance, retrieval, 1e6) == [1, 3, 0, 2] == ranking(relevance, None, None)
+    mid = ranking(relevance, retrieval, 1.0)
+    assert mid == sorted(range(4), key=lambda i: -fused_scores(relevance, retrieval, 1.0)[i])
+    assert ranking(np.zeros(3), np.zeros(3), 1.0) == [0, 1, 2]  # all tied: the retriever's order
+
+
+def test_fusion_weight_is_fitted_on_dev_and_prefers_the_retriever_on_a_tie():
+    from tasks.passages.postprocess import fit_fusion_weight
+
+    # the head finds the answer where the retriever does not: a large weight wins
+    head_right = [(np.array([0.0, 2.0]), np.array([5.0, 1.0]), [False, True])] * 3
+    w, tried = fit_fusion_weight(head_right)
+    assert tried[0.0] == 0.0 and tried[w] == 100.0 and w > 0
+    # the retriever is right and the head wrong: weight 0
+    retriever_right = [(np.array([0.0, 2.0]), np.array([5.0, 1.0]), [True, False])] * 3
+    assert fit_fusion_weight(retriever_right)[0] == 0.0
+    # both right: a tie, the smallest weight (the retriever's order)
+    both = [(np.array([2.0, 0.0]), np.array([5.0, 1.0]), [True, False])]
+    assert fit_fusion_weight(both)[0] == 0.0
+    # unanswerable questions do not count
+    assert fit_fusion_weight([(np.array([1.0]), np.array([1.0]), [False])])[1][0.0] == 0.0
+
+
+def test_prediction_record_shows_both_scores_of_the_top_passages():
+    from tasks.passages.postprocess import decode_question, prediction_record, retriever_scores
+
+    passages = [{"id": "a", "title": "A", "text": "alpha beta", "score": 7.0, "has_answer": False},
+                {"id": "b", "title": "B", "text": "gamma delta", "score": 3.0, "has_answer": True}]
+    spans = {0: [{"text": "beta", "score": 1.0, "start": 6, "end": 10}],
+             1: [{"text": "gamma", "score": 2.0, "start": 0, "end": 5}]}
+    retrieval = retriever_scores(passages, [0, 1])
+    pred = decode_question("q", passages, [0, 1], np.array([-1.0, 1.0]), 0.0, spans, 2, retrieval, 10.0)
+    rec = prediction_record({"question": "which?", "answers": ["gamma"]}, pred, threshold=5.0)
+    assert rec["final_answer"] == "gamma" and rec["span_text"] == "gamma"
+    assert [p["id"] for p in rec["passages"]] == ["b", "a"]
+    top = rec["passages"][0]
+    assert (top["retriever_score"], top["relevance"]) == (3.0, 1.0) and top["fused_score"] is not None
+    assert top["spans"][0]["text"] == "gamma"
+    no_scores = [{k: v for k, v in p.items() if k != "score"} for p in passages]
+    assert list(retriever_scores(no_scores, [0, 1])) == [0.0, -1.0]  # the retrieval order stands in

@@ -35,7 +35,12 @@ class PassagesConfig(ArticleSplit):
                                "many tokens; 0 leaves titles out.")
     max_occurrences: int = option(10, "Answer occurrences in the positive passage that the span loss marginalises over.")
     n_best: int = option(5, "Spans kept per passage (and start/end candidates paired) in prediction.")
-    span_passages: int = option(5, "Top passages (by relevance) whose best spans prediction computes and writes.")
+    span_passages: int = option(5, "Top passages (in the final ranking) whose best spans prediction writes.")
+    fusion_weight: Optional[float] = option(
+        None, "Passages are ranked by standardised retriever score + this x standardised relevance logit: 0 ranks as "
+              "the retriever did, a large value as the relevance head. None: the weight that ranks a passage holding "
+              "the answer first for the most dev questions, the smallest on a tie (so never worse than the retriever "
+              "on dev).")
     similarity_scale: Optional[float] = option(
         None, "None: the relevance logit is DPR's head on the first token. A number s: plus s * (c_i - max_j c_j), "
               "c_i the cosine between the mean final states of pair i's first segment (question, title) and of its "
@@ -62,6 +67,8 @@ class PassagesConfig(ArticleSplit):
         require(self.similarity_scale is None or self.similarity_scale > 0,
                 f"passages.similarity_scale must be > 0 (or none: off), got {self.similarity_scale}")
         require(self.max_title_length >= 0, f"passages.max_title_length must be >= 0, got {self.max_title_length}")
+        require(self.fusion_weight is None or self.fusion_weight >= 0,
+                f"passages.fusion_weight must be >= 0 (or none: fitted on dev), got {self.fusion_weight}")
         require(self.train_top_k >= self.train_passages - 1,
               f"passages.train_top_k ({self.train_top_k}) must hold the train_passages - 1 "
               f"({self.train_passages - 1}) negatives")

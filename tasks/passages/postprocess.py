@@ -23,7 +23,7 @@ passage's best span), ``top_f1`` (F1 of that best span of the top passage).
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -33,36 +33,108 @@ from tasks.qa.metric import exact_score, f1_score, gold_answers_for_scoring
 KS = (1, 5)
 
 
+FUSION_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 1e6)
+
+
+def standardised(x: np.ndarray) -> np.ndarray:
+    """(x - mean) / std over one question's passages (zeros when they are all equal)."""
+    x = np.asarray(x, dtype=np.float64)
+    sd = x.std()
+    return (x - x.mean()) / sd if sd > 0 else np.zeros_like(x)
+
+
+def fused_scores(relevance: np.ndarray, retrieval: np.ndarray, weight: float) -> np.ndarray:
+    """The ranking score of a question's passages: standardised retriever score + weight x standardised
+    relevance logit. Weight 0 ranks as the retriever did, a large weight as the relevance head."""
+    return standardised(retrieval) + weight * standardised(relevance)
+
+
+def ranking(relevance: np.ndarray, retrieval: Optional[np.ndarray], weight: Optional[float]) -> list[int]:
+    """Passage indices best first: by relevance (weight None or no retriever scores), else by the fused
+    score; ties go to the retriever's order."""
+    key = np.asarray(relevance, dtype=np.float64) if weight is None or retrieval is None else \
+        fused_scores(relevance, retrieval, weight)
+    return sorted(range(len(key)), key=lambda i: (-float(key[i]), i))
+
+
+def retriever_scores(passages: Sequence[dict], real: Sequence[int]) -> np.ndarray:
+    """(M,) the retriever's score of each passage (a record's ``score``); where a real passage has none,
+    minus its position, which keeps the retriever's order."""
+    if all(passages[i].get("score") is not None for i in real):
+        return np.array([float(p.get("score") or 0.0) for p in passages], dtype=np.float64)
+    return -np.arange(len(passages), dtype=np.float64)
+
+
+def fit_fusion_weight(questions: Sequence[tuple[np.ndarray, np.ndarray, Sequence[bool]]],
+                      grid: Sequence[float] = FUSION_GRID) -> tuple[float, dict[float, float]]:
+    """The weight of :func:`fused_scores` whose ranking puts a passage holding the answer first for the
+    most answerable questions (relevance, retriever scores, has_answer per question; dev), the smallest
+    on a tie, so that the retriever's own order (weight 0) wins unless the head does better. Returns
+    (weight, passage@1 in % of every weight tried)."""
+    tried = {}
+    for w in grid:
+        hits = [bool(has[ranking(rel, ret, w)[0]]) for rel, ret, has in questions if any(has)]
+        tried[float(w)] = 100.0 * sum(hits) / len(hits) if hits else 0.0
+    best = max(tried.values())
+    return next(w for w in tried if tried[w] == best), tried
+
+
+def passage_spans(start_logits: np.ndarray, end_logits: np.ndarray, offsets: Sequence[Sequence], texts: Sequence[str],
+                  real: Sequence[int], n_best: int, max_answer_length: int) -> dict[int, list[dict]]:
+    """The ``n_best`` spans of each real passage, best first: {passage index: [{text, score, start, end}]}."""
+    out = {}
+    for i in real:
+        cands = feature_candidates(np.asarray(start_logits[i], dtype=np.float64),
+                                   np.asarray(end_logits[i], dtype=np.float64), offsets[i], n_best, max_answer_length)
+        out[i] = [{"text": texts[i][a:b], "score": s, "start": a, "end": b} for s, a, b in cands]
+    return out
+
+
 def question_prediction(qid: str, passages: Sequence[dict], passage_mask: Sequence[bool], relevance: np.ndarray,
                         no_answer: float, start_logits: np.ndarray, end_logits: np.ndarray,
                         offsets: Sequence[Sequence], n_best: int, max_answer_length: int,
-                        span_passages: int) -> dict:
+                        span_passages: int, retrieval: Optional[np.ndarray] = None,
+                        weight: Optional[float] = None) -> dict:
     """The prediction of one question. passages[i]: ``{"id", "title", "text", "has_answer"?}``;
     relevance (M,); start/end_logits (M, L); offsets[i]: character spans of passage i's tokens (None
-    outside its context). Returns ``span_text``/``span_score`` (best span of the top passage; "" and
-    None when it has none), ``no_answer_logit``/``no_answer_prob``/``no_answer_score``, ``ranked_has_answer``
-    (has_answer of every passage in relevance order) and ``passages``: the top ``span_passages``
-    with rank, id, title, relevance, selection probability, has_answer and their spans."""
+    outside its context); retrieval (M,): the retriever's scores, fused with relevance by ``weight``
+    (:func:`fused_scores`; None: relevance alone ranks)."""
     real = [i for i, m in enumerate(passage_mask) if m]
-    ranked = sorted(real, key=lambda i: (-float(relevance[i]), i))
+    spans = passage_spans(start_logits, end_logits, offsets, [p["text"] for p in passages], real, n_best,
+                          max_answer_length)
+    return decode_question(qid, passages, real, np.asarray(relevance, dtype=np.float64), float(no_answer), spans,
+                           span_passages, None if retrieval is None else np.asarray(retrieval, dtype=np.float64),
+                           weight)
+
+
+def decode_question(qid: str, passages: Sequence[dict], real: Sequence[int], relevance: np.ndarray, no_answer: float,
+                    spans: Mapping[int, list], span_passages: int, retrieval: Optional[np.ndarray],
+                    weight: Optional[float]) -> dict:
+    """Rank the real passages (:func:`ranking`), answer with the top one's best span. Returns
+    ``span_text``/``span_score`` ("" and None when it has none), ``no_answer_logit``/``no_answer_prob``/
+    ``no_answer_score`` (no-answer logit - the top passage's relevance logit), ``ranked_has_answer`` and
+    ``passages``: the top ``span_passages`` with rank, id, title, relevance, retriever score, fused
+    score, selection probability, has_answer and their spans."""
+    rel = relevance[list(real)]
+    ret = retrieval[list(real)] if retrieval is not None else None
+    order = [real[k] for k in ranking(rel, ret, weight)]
+    fused = dict(zip(real, fused_scores(rel, ret, weight))) if ret is not None and weight is not None else {}
     logits = np.array([no_answer] + [float(relevance[i]) for i in real], dtype=np.float64)
     probs = np.exp(logits - logits.max())
     probs /= probs.sum()
     prob_of = {i: float(p) for i, p in zip(real, probs[1:])}
     top = []
-    for rank, i in enumerate(ranked[:span_passages]):
-        text = passages[i]["text"]
-        cands = feature_candidates(np.asarray(start_logits[i], dtype=np.float64),
-                                   np.asarray(end_logits[i], dtype=np.float64), offsets[i], n_best, max_answer_length)
+    for rank, i in enumerate(order[:span_passages]):
         top.append({"rank": rank + 1, "id": passages[i]["id"], "title": passages[i].get("title", ""),
-                    "relevance": float(relevance[i]), "selection_prob": prob_of[i],
-                    "has_answer": bool(passages[i].get("has_answer", False)),
-                    "spans": [{"text": text[a:b], "score": s, "start": a, "end": b} for s, a, b in cands]})
+                    "relevance": float(relevance[i]),
+                    "retriever_score": float(retrieval[i]) if retrieval is not None else None,
+                    "fused_score": float(fused[i]) if fused else None, "selection_prob": prob_of[i],
+                    "has_answer": bool(passages[i].get("has_answer", False)), "spans": spans[i]})
     best = top[0]["spans"][0] if top and top[0]["spans"] else None
     return {"id": qid, "span_text": best["text"] if best else "", "span_score": best["score"] if best else None,
             "no_answer_logit": float(no_answer), "no_answer_prob": float(probs[0]),
-            "no_answer_score": float(no_answer - relevance[ranked[0]]) if best else math.inf,
-            "ranked_has_answer": [bool(passages[i].get("has_answer", False)) for i in ranked], "passages": top}
+            "no_answer_score": float(no_answer - relevance[order[0]]) if best else math.inf,
+            "ranked_has_answer": [bool(passages[i].get("has_answer", False)) for i in order], "passages": top}
 
 
 def final_answer(prediction: Mapping, threshold: float) -> str:
@@ -105,5 +177,6 @@ def prediction_record(record: dict, pred: dict, threshold: float) -> dict:
             "no_answer_prob": r(pred["no_answer_prob"]), "threshold": r(threshold),
             "passages": [{**{k: v for k, v in psg.items() if k != "spans"},
                           "relevance": r(psg["relevance"]), "selection_prob": r(psg["selection_prob"]),
+                          "retriever_score": r(psg.get("retriever_score")), "fused_score": r(psg.get("fused_score")),
                           "spans": [{**s, "score": r(s["score"])} for s in psg["spans"]]}
                          for psg in pred["passages"]]}

@@ -45,7 +45,8 @@ from tasks.passages.config import PassagesConfig
 from tasks.passages.data import answer_occurrences, encode_pairs, first_segment_budget, first_segments, \
     load_passage_records, occurrence_tokens, pad_passages, split_records, trainable, training_passages
 from tasks.passages.model import build_passage_reader
-from tasks.passages.postprocess import KS, final_answer, prediction_record, question_prediction, reader_metrics
+from tasks.passages.postprocess import (KS, decode_question, final_answer, fit_fusion_weight, passage_spans,
+                                        prediction_record, reader_metrics, retriever_scores)
 from tasks.qa.task import align_span_logits, consistency_views
 from tasks.qa.data import require_unlabeled, start_held_out
 from tasks.qa.postprocess import fit_null_threshold
@@ -304,12 +305,31 @@ class PassagesTask(Task):
             rows = np.argsort(indices)
             arrays = {k: v.numpy()[rows] for k, v in outputs.items()}
             for i, r in enumerate(chunk):
-                preds.append(question_prediction(
-                    r["id"], padded[i], passage_mask[i].tolist(), arrays["relevance"][i],
-                    float(arrays["no_answer"][i, 0]), arrays["start"][i].reshape(M, L), arrays["end"][i].reshape(M, L),
-                    [feats[i * M + j]["offsets"] for j in range(M)], self.p.n_best, self.p.max_answer_length,
-                    self.p.span_passages))
+                real = [j for j, m in enumerate(passage_mask[i].tolist()) if m]
+                spans = passage_spans(arrays["start"][i].reshape(M, L), arrays["end"][i].reshape(M, L),
+                                      [feats[i * M + j]["offsets"] for j in range(M)],
+                                      [psg["text"] for psg in padded[i]], real, self.p.n_best, self.p.max_answer_length)
+                preds.append({"id": r["id"], "passages": padded[i], "real": real,
+                              "relevance": arrays["relevance"][i].astype(np.float64),
+                              "no_answer": float(arrays["no_answer"][i, 0]), "spans": spans,
+                              "retrieval": retriever_scores(padded[i], real)})
         return preds
+
+    def decode(self, raw: Sequence[dict], weight: Optional[float]) -> list[dict]:
+        """Predictions (tasks/passages/postprocess.py) of :meth:`predict`'s outputs, the passages ranked by
+        the fused score with ``weight`` (None: by relevance alone)."""
+        return [decode_question(q["id"], q["passages"], q["real"], q["relevance"], q["no_answer"], q["spans"],
+                                self.p.span_passages, q["retrieval"], weight) for q in raw]
+
+    def fusion_weight(self, dev_raw: Sequence[dict]) -> tuple[Optional[float], dict]:
+        """``passages.fusion_weight`` when set, else the weight fitted on dev (:func:`fit_fusion_weight`)."""
+        if self.p.fusion_weight is not None:
+            return self.p.fusion_weight, {}
+        if not dev_raw:
+            return None, {}
+        return fit_fusion_weight([(q["relevance"][q["real"]], q["retrieval"][q["real"]],
+                                   [bool(q["passages"][j].get("has_answer", False)) for j in q["real"]])
+                                  for q in dev_raw])
 
     @staticmethod
     def fit_threshold(records: Sequence[dict], preds: Sequence[dict]) -> float:
@@ -333,18 +353,27 @@ class PassagesTask(Task):
         %) at the no-answer threshold fitted on dev (on dev: on these predictions, so ``f1`` is
         ``best_f1``; elsewhere: on the dev split with this model), plus passage@k, em@k and top_f1.
         Writes predictions_<split>.jsonl (and predictions_dev.jsonl) when ``out_dir`` is given."""
-        preds = self.predict(model, examples, accelerator, batch_size)
-        threshold, dev_preds = self.p.null_threshold, None
+        raw = self.predict(model, examples, accelerator, batch_size)
+        dev_raw = raw if split == "dev" else (self.predict(model, self.dev_records, accelerator, batch_size)
+                                              if self.dev_records else [])
+        weight, _ = self.fusion_weight(dev_raw)
+        preds = self.decode(raw, weight)
+        dev_preds = None if split == "dev" else self.decode(dev_raw, weight)
+        threshold = self.p.null_threshold
         if self.p.fit_threshold_on_dev:
             if split == "dev":
                 threshold = self.fit_threshold(examples, preds)
-            elif self.dev_records:
-                dev_preds = self.predict(model, self.dev_records, accelerator, batch_size)
+            elif dev_preds:
                 threshold = self.fit_threshold(self.dev_records, dev_preds)
         metrics = self.score(examples, preds, threshold)
+        if weight is not None:
+            metrics["fusion_weight"] = float(weight)
+        # the retriever's own order on the same questions: what the reader's passage@1 must not fall below
+        metrics["retriever_passage@1"] = reader_metrics({r["id"]: list(r["answers"]) for r in examples},
+                                                        self.decode(raw, 0.0), ks=(1,))["passage@1"]
         if out_dir is not None and accelerator.is_main_process:
             self.write_predictions(Path(out_dir), split, examples, preds, threshold)
-            if dev_preds is not None:
+            if dev_preds:
                 self.write_predictions(Path(out_dir), "dev", self.dev_records, dev_preds, threshold)
         return metrics
 
