@@ -313,7 +313,7 @@ def test_similarity_term_ranks_the_passages_and_leaves_the_top_passage_against_n
         model(**{k: v for k, v in inputs.items() if k != "context_mask"})
     # prediction reads the same relevance (context_mask reaches the model there too)
     task.p.predict_passages = 3
-    preds = task.predict(model, records, Accelerator(cpu=True), 6)
+    preds = task.decode(task.predict(model, records, Accelerator(cpu=True), 6), None)
     by_id = {p["id"]: {q["id"]: q["relevance"] for q in p["passages"]} for p in preds}
     feats, _, passage_mask = task.features([r["question"] for r in records], [r["ctxs"] for r in records], 3)
     pbatch = task._inputs(feats, passage_mask)
