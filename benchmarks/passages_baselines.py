@@ -5,7 +5,9 @@
   trained with ``--task squad_v2`` (span head, answerability head, the no-answer decision of
   tasks/qa/postprocess.py), its no-answer threshold fitted on the run's dev questions read the same
   way, then applied to test;
-* **answer-nothing**: "" for every question.
+* **answer-nothing**: "" for every question;
+* **bm25**: the retriever's own ``recall@k`` on the same test questions (``recall@1``: its first
+  passage holds the answer), the bar for the reader's ``passage@1``.
 
 Both are scored with the project's official SQuAD 2.0 metric code (EM/F1, HasAns/NoAns), beside
 the reader's own test scores from the run's ``results.json``.
@@ -31,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tasks  # noqa: E402,F401 (registers the built-in tasks)
+from tasks.passages.retrieval import recall_at_k  # noqa: E402
 from tasks.qa.data import start_held_out  # noqa: E402
 from tasks.qa.metric import squad_v2_metrics  # noqa: E402
 from uda.config import build_config  # noqa: E402
@@ -100,6 +103,7 @@ def main() -> None:
         "test_answerable": sum(bool(r["answers"]) for r in test),
         "bm25_top1_single_passage_reader": {k: top1[k] for k in _METRICS if k in top1},
         "answer_nothing": answer_nothing(test),
+        "bm25": {k: (100.0 * v if k.startswith("recall@") else v) for k, v in recall_at_k(test).items()},
         "seconds": round(time.time() - t0, 1),
     }
     own = run / "results.json"
