@@ -24,7 +24,7 @@ path, or a shipped recipe such as recipes/imdb_cpu.yaml) < command-line options.
 
 def train_main(argv: Optional[list[str]] = None) -> int:
     from uda.checkpoint import CheckpointError
-    from uda.config import ConfigError, build_config, config_class, help_text, parse_cli
+    from uda.config import Config, ConfigError, build_config, config_class, help_text, parse_cli
     from uda.data import DataError
     from uda.hub import OfflineError
     from uda.task import get_task, registered_tasks, task_spec
@@ -33,7 +33,7 @@ def train_main(argv: Optional[list[str]] = None) -> int:
     try:
         task, config_file, overrides, want_help = parse_cli(argv)
         if want_help:
-            name = task or "imdb"
+            name = task or Config.task
             print(TRAIN_USAGE)
             print(f"Tasks: {', '.join(registered_tasks())}. Options of task '{name}' "
                   f"(--task NAME --help lists another task's):\n")
@@ -86,13 +86,13 @@ def augment_main(argv: Optional[list[str]] = None) -> int:
 
     from augment.cli import build_parser, run
     from augment.pipeline import check_output_options
-    from uda.config import ConfigError
+    from uda.config import Config, ConfigError
     from uda.data import DataError
 
     ap = build_parser()
     pool = ap.add_argument_group("a task's unlabelled pool (when no --input)")
-    pool.add_argument("--task", default="imdb", help="task whose unlabelled pool is augmented when no --input "
-                                                      "(default: imdb)")
+    pool.add_argument("--task", default=Config.task, help=f"task whose unlabelled pool is augmented when no --input "
+                                                          f"(default: {Config.task})")
     pool.add_argument("--config", default=None, help="config file for the pool (as uda-train --config)")
     pool.add_argument("--data_path", default=None, help="data folder or file for the pool (sets data.path; "
                                                         "default: the config's or $UDA_DATA_PATH)")
