@@ -37,7 +37,8 @@ class TextModelConfig(ModelConfig):
     pooling: Literal["cls", "mean"] = option(
         "cls", "Text classification: what the classifier reads. 'cls': the model's own sequence-classification head "
         "(BERT: the pooler on the first token); 'mean': the mean of the last hidden states over the tokens, as "
-        "sentence encoders such as all-MiniLM-L6-v2 were trained (load the saved model with "
+        "sentence encoders such as all-MiniLM-L6-v2 were trained (the saved model ships its code: load it with "
+        "transformers' pipeline or AutoModelForSequenceClassification with trust_remote_code=True, or with "
         "tasks.text.model.load_text_classifier).")
     contrastive_iterations: Optional[int] = option(
         None, "Before training, fine-tune the encoder on pairs of the labelled examples with SetFit's contrastive "

@@ -9,6 +9,13 @@ Its state dict uses the encoder's own key names (``embeddings.*``, ``encoder.*``
 ``classifier.*``, and ``save_pretrained`` writes all of it into the encoder's ``model.safetensors``
 with a ``text_classifier.json`` beside it, so the folder loads whole with
 :func:`load_text_classifier` and as a plain encoder with ``AutoModel`` (which skips the head).
+
+For transformers' own loaders it also writes ``modeling_uda_text.py`` (:data:`MODELING_FILE`): the
+encoder's class plus the same head (``MeanPoolForSequenceClassification``), registered in config.json's
+``auto_map`` for ``AutoModelForSequenceClassification``, and a text-classification pipeline that truncates
+by default, registered in ``custom_pipelines``. So
+``pipeline("text-classification", model=folder, trust_remote_code=True)`` gives the run's predictions,
+and without ``trust_remote_code`` that call is an error rather than a model with a random head.
 """
 
 from __future__ import annotations
@@ -64,6 +71,94 @@ class MeanPoolClassifier(HeadedModel):
             "pooling": "mean", "num_labels": self.classifier[1].out_features, "dropout": self.classifier[0].p,
             "id2label": {str(k): v for k, v in (self.config.id2label or {}).items()},
             "weights": "classifier.1.* in model.safetensors"}, indent=2), encoding="utf-8")
+        write_mean_pool_code(out, type(self.inner), self.classifier[0].p)
+
+
+MODELING_FILE = "modeling_uda_text.py"
+MODEL_CLASS = "MeanPoolForSequenceClassification"
+PIPELINE_CLASS = "TruncatingTextClassificationPipeline"
+
+# The code saved beside a mean-pooling classifier's weights (BASE_MODEL_CLASS: the encoder's class).
+# It subclasses the encoder itself, so its parameter names are the saved ones (``embeddings.*``,
+# ``encoder.*``, ``classifier.1.*``) and transformers loads the folder into it without renaming.
+_MODELING_CODE = '''"""Written by the uda library (tasks/text/model.py) beside a mean-pooling text classifier.
+
+``MeanPoolForSequenceClassification``: BASE_MODEL_CLASS plus a linear head on the mean of the last
+hidden states over the real (unpadded) tokens, as the library trained it. Load it with
+``AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True)`` or
+``pipeline("text-classification", model=folder, trust_remote_code=True)``.
+"""
+
+import torch
+from torch import nn
+from transformers import BASE_MODEL_CLASS, TextClassificationPipeline
+from transformers.modeling_outputs import SequenceClassifierOutput
+
+
+class MeanPoolForSequenceClassification(BASE_MODEL_CLASS):
+    def __init__(self, config):
+        super().__init__(config)
+        if getattr(self, "pooler", None) is not None:
+            self.pooler = None  # the first-token pooler is not used (nor saved)
+        p = getattr(config, "classifier_dropout", None)
+        if p is None:
+            p = getattr(config, "hidden_dropout_prob", 0.1)
+        self.num_labels = config.num_labels
+        self.classifier = nn.Sequential(nn.Dropout(p), nn.Linear(config.hidden_size, config.num_labels))
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, labels=None, **kwargs):
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if token_type_ids is not None:
+            kwargs["token_type_ids"] = token_type_ids
+        hidden = super().forward(input_ids=input_ids, attention_mask=attention_mask, **kwargs)[0]  # (B, T, H)
+        mask = attention_mask.to(hidden.dtype).unsqueeze(-1)
+        pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+        logits = self.classifier(pooled)
+        loss = None if labels is None else nn.functional.cross_entropy(logits.float(), labels.view(-1))
+        return SequenceClassifierOutput(loss=loss, logits=logits)
+
+
+class TruncatingTextClassificationPipeline(TextClassificationPipeline):
+    """The text-classification pipeline, truncating by default to the saved tokenizer's ``model_max_length``
+    on its ``truncation_side`` (the window the model was trained and evaluated on)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("truncation", True)
+        super().__init__(*args, **kwargs)
+
+    def check_model_type(self, supported_models):
+        pass  # the model is this file's MeanPoolForSequenceClassification, which transformers' list lacks
+'''
+
+
+def write_mean_pool_code(out: Path, encoder_class: type, dropout: float) -> bool:
+    """Save :data:`MODELING_FILE` for an encoder of ``encoder_class`` into the folder ``out`` (which its
+    ``save_pretrained`` wrote) and register it in config.json. False, with a warning, when the class is
+    not one of transformers' own (an encoder loaded with remote code): the folder then loads whole only
+    with :func:`load_text_classifier`."""
+    import warnings
+
+    import transformers
+
+    name = encoder_class.__name__
+    if getattr(transformers, name, None) is not encoder_class:
+        warnings.warn(f"{out}: the encoder's class {name} is not one of transformers' own, so no "
+                      f"{MODELING_FILE} is saved: transformers' loaders and pipeline() read this folder as a bare "
+                      f"encoder; load the classifier with tasks.text.model.load_text_classifier", stacklevel=3)
+        return False
+    (out / MODELING_FILE).write_text(_MODELING_CODE.replace("BASE_MODEL_CLASS", name), encoding="utf-8")
+    config_path = out / "config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    module = MODELING_FILE[:-len(".py")]
+    config["architectures"] = [MODEL_CLASS]
+    config["classifier_dropout"] = dropout
+    config.setdefault("auto_map", {})["AutoModelForSequenceClassification"] = f"{module}.{MODEL_CLASS}"
+    config["custom_pipelines"] = {"text-classification": {
+        "impl": f"{module}.{PIPELINE_CLASS}", "pt": ["AutoModelForSequenceClassification"], "type": "text"}}
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return True
 
 
 def build_text_classifier(name_or_path: str, label_names: list[str], pooling: str = "cls",

@@ -20,12 +20,48 @@ from uda.data import DataError
 from uda.evaluation import length_sorted_batches, pad_right, run_inference
 from uda.hub import resolve_model_path
 
-_BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
+_BR_PATTERN = r"<br\s*/?>"
+_BR = re.compile(_BR_PATTERN, re.IGNORECASE)
 
 
 def clean_text(text: str) -> str:
-    """IMDB reviews carry HTML line breaks; the model should see whitespace instead."""
+    """IMDB reviews carry HTML line breaks; the model should see whitespace instead. A saved model's
+    tokenizer does the same (:func:`save_tokenizer`)."""
     return _BR.sub(" ", text)
+
+
+def save_tokenizer(tokenizer: Any, out: Path, max_length: int) -> None:
+    """Save ``tokenizer`` into ``out`` as the run used it, so that transformers' pipeline sees the run's
+    inputs: ``model_max_length`` is the run's ``max_length``, ``truncation_side`` is kept, and the
+    :func:`clean_text` replacement of HTML line breaks is the first step of the tokenizer's normalizer.
+
+    transformers 5 builds a model family's tokenizer class (BertTokenizer, ...) anew from its vocabulary,
+    dropping a normalizer changed in tokenizer.json; so the folder names transformers' generic
+    ``TokenizersBackend``, which reads tokenizer.json as saved (same tokens, special tokens and inputs).
+    A tokenizer without a tokenizer.json (no fast backend) is saved without the cleaning step, with a
+    warning: its users must apply ``clean_text`` themselves."""
+    from tokenizers import Regex, Tokenizer, normalizers
+
+    tokenizer.save_pretrained(out)
+    config_path = out / "tokenizer_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config.update(model_max_length=int(max_length), truncation_side=tokenizer.truncation_side,
+                  model_input_names=list(tokenizer.model_input_names))
+    backend_path = out / "tokenizer.json"
+    if backend_path.is_file():
+        backend = Tokenizer.from_file(str(backend_path))
+        backend.no_truncation()  # the state of the run's last call: pipeline() sets its own
+        backend.no_padding()
+        replace = normalizers.Replace(Regex("(?i)" + _BR_PATTERN), " ")
+        backend.normalizer = replace if backend.normalizer is None else normalizers.Sequence([replace, backend.normalizer])
+        backend.save(str(backend_path))
+        config["tokenizer_class"] = "TokenizersBackend"
+    else:
+        import warnings
+
+        warnings.warn(f"{out}: the tokenizer has no tokenizer.json, so the saved one does not replace HTML line "
+                      f"breaks as the run did; apply tasks.text.task.clean_text to texts before it", stacklevel=2)
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def window_token_ids(tokenizer: Any, texts: Sequence[str], max_length: int,
@@ -280,7 +316,7 @@ class TextClassificationTask(Task):
     def save(self, model: torch.nn.Module, out_dir: Any) -> None:
         out = Path(out_dir)
         model.save_pretrained(out)
-        self.tokenizer.save_pretrained(out)
+        save_tokenizer(self.tokenizer, out, self.max_length)
         (out / "label_names.json").write_text(json.dumps(self.label_names), encoding="utf-8")
 
     def state_dict(self) -> dict:
