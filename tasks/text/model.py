@@ -70,7 +70,9 @@ class MeanPoolClassifier(HeadedModel):
         (out / HEAD_CONFIG).write_text(json.dumps({
             "pooling": "mean", "num_labels": self.classifier[1].out_features, "dropout": self.classifier[0].p,
             "id2label": {str(k): v for k, v in (self.config.id2label or {}).items()},
-            "weights": "classifier.1.* in model.safetensors"}, indent=2), encoding="utf-8")
+            "weights": "classifier.1.* in model.safetensors",
+            "load": "transformers.pipeline('text-classification', model=FOLDER, trust_remote_code=True, "
+                    "truncation=True), or tasks.text.model.load_text_classifier(FOLDER)"}, indent=2), encoding="utf-8")
         write_mean_pool_code(out, type(self.inner), self.classifier[0].p)
 
 

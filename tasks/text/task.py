@@ -53,7 +53,8 @@ def save_tokenizer(tokenizer: Any, out: Path, max_length: int) -> None:
         backend.no_truncation()  # the state of the run's last call: pipeline() sets its own
         backend.no_padding()
         replace = normalizers.Replace(Regex("(?i)" + _BR_PATTERN), " ")
-        backend.normalizer = replace if backend.normalizer is None else normalizers.Sequence([replace, backend.normalizer])
+        backend.normalizer = replace if backend.normalizer is None else \
+            normalizers.Sequence([replace, backend.normalizer])
         backend.save(str(backend_path))
         config["tokenizer_class"] = "TokenizersBackend"
     else:
