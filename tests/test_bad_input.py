@@ -536,3 +536,27 @@ def test_bad_input_temporary_files_of_a_killed_uda_augment_are_removed(tmp_path,
     assert augment_main(args) == 0, capsys.readouterr().err
     assert out.is_file() and not stale.exists() and not stale_unit.exists()
     assert running.exists() and elsewhere.exists()
+
+
+def test_bad_input_kill_during_pool_caching_leaves_nothing_behind(tmp_path, monkeypatch):
+    """A run killed while converting a data file to its Arrow cache leaves a hidden temporary file and no
+    table; the next run converts the file again (whole) and removes the dead writer's temporary file."""
+    import pyarrow as pa
+
+    from uda.arrow_cache import cached_table
+    from uda.io import _HOST
+
+    monkeypatch.setenv("UDA_CACHE", str(tmp_path / "cache"))
+    schema = pa.schema([("text", pa.string())])
+    rows = [{"text": f"review {i}"} for i in range(10)]
+    table = cached_table("pool", {"file": "x"}, lambda: iter(rows), schema)
+    path = next((tmp_path / "cache").rglob("pool-*.arrow"))
+    del table
+    path.unlink()  # as if the run had been killed before its rename
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    stale = path.parent / f".{path.name}.{_HOST}@{dead}.q1w2e3r4.tmp"
+    stale.write_bytes(b"half a table")
+    again = cached_table("pool", {"file": "x"}, lambda: iter(rows), schema)
+    assert again["text"] == [r["text"] for r in rows]
+    assert path.is_file() and not stale.exists()
