@@ -7,8 +7,10 @@ hidden state of the first token ([CLS]) and gives logits [no answer, has answer]
 The reader's state dict uses the span model's own key names (``bert.*``, ``qa_outputs.*``) plus
 ``answerability.*``, and ``save_pretrained`` writes all of it into the one ``model.safetensors``. So
 the folder loads three ways: into a reader with ``load_state_dict`` (what checkpoints do), whole with
-:func:`load_qa_model`, and as a plain span model with ``AutoModelForQuestionAnswering`` or
-transformers' question-answering pipeline (which skip the ``answerability.*`` keys).
+:func:`load_qa_model`, and as a plain span model with ``AutoModelForQuestionAnswering`` (which skips the
+``answerability.*`` keys). A squad_v2 run's saved model also loads whole in transformers' own loaders with
+``trust_remote_code=True``: ``QATask.save`` ships the reader's code and a question-answering pipeline that
+answers as the run did (tasks/qa/export.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch
 from torch import nn
 
 from tasks.common.heads import HeadedModel
+from tasks.qa.export import strip_export
 
 HEAD_CONFIG = "answerability_head.json"
 
@@ -75,6 +78,9 @@ def span_model_from_pretrained(name_or_path: str, dropout: Optional[float] = Non
     if dropout is not None:
         kwargs.update(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code, **kwargs)
+    # a squad_v2 run's folder maps AutoModelForQuestionAnswering to its exported reader class: the span
+    # model here is the plain one (the reader's heads are this library's own modules)
+    strip_export(config)
     return AutoModelForQuestionAnswering.from_pretrained(name_or_path, config=config,
                                                          trust_remote_code=trust_remote_code)
 
@@ -99,13 +105,11 @@ def load_reader(path: str | Path, cls: Any, head_config: str, heads: tuple[str, 
                 trust_remote_code: bool = False) -> Any:
     """A reader ``cls(span_model, dropout)`` saved by its save_pretrained: the span model through
     transformers, then the heads' weights, and the dropout recorded in ``head_config``."""
-    from transformers import AutoModelForQuestionAnswering
-
     p = Path(path)
     if not (p / head_config).is_file():
         raise FileNotFoundError(f"'{p}' has no {head_config}: not a reader saved by the {task} task")
     head_cfg = json.loads((p / head_config).read_text(encoding="utf-8"))
-    qa = AutoModelForQuestionAnswering.from_pretrained(str(p), trust_remote_code=trust_remote_code)
+    qa = span_model_from_pretrained(str(p), trust_remote_code=trust_remote_code)
     model = cls(qa, head_cfg.get("dropout"))
     load_heads(model, p, heads)
     return model

@@ -32,8 +32,9 @@ import torch.nn.functional as F
 
 from augment.build import build_augmenter
 from tasks.qa.config import QAConfig
-from tasks.qa.data import (build_features, clip_questions, collate_features, describe_features, require_unlabeled,
-                           split_for_config, start_held_out)
+from tasks.qa.data import (build_features, clip_questions, collate_features, describe_features, question_suffix,
+                           require_unlabeled, split_for_config, start_held_out)
+from tasks.qa.export import write_qa_export
 from tasks.qa.model import build_qa_model
 from tasks.qa.postprocess import decide, fit_null_threshold, postprocess
 from tasks.qa.metric import raw_scores, roc_auc, squad_v2_metrics
@@ -177,6 +178,7 @@ class QATask(Task):
         self.dropout = None
         self.dev_examples: list[dict] = []
         self._features: dict[str, list[dict]] = {}
+        self.test_threshold: float | None = None  # the no-answer threshold the last test evaluation applied
 
     @classmethod
     def from_run(cls, run: str | Path) -> tuple["QATask", torch.nn.Module]:
@@ -342,6 +344,8 @@ class QATask(Task):
             threshold = fit_null_threshold(dev_preds, self.dev_examples)
         metrics = self.score(examples, preds, threshold)
         metrics["threshold_fitted_on_dev"] = float(dev_preds is not None)
+        if split != "dev":
+            self.test_threshold = float(threshold)  # what save() writes into the exported model's config
         if out_dir is not None and accelerator.is_main_process:
             self.write_predictions(Path(out_dir), split, examples, preds, threshold)
             if dev_preds is not None:
@@ -365,9 +369,23 @@ class QATask(Task):
 
     # ------------------------------------------------------------------ saving
     def save(self, model: torch.nn.Module, out_dir: Any) -> None:
+        """The reader (weights, answerability_head.json) and tokenizer, plus the code and settings that let
+        ``pipeline("question-answering", model=out_dir, trust_remote_code=True)`` answer as this run does
+        (tasks/qa/export.py). The no-answer threshold is the one applied to the test split, so only a save
+        after the test evaluation (the run's final model/) holds it; a checkpoint's is null."""
         out = Path(out_dir)
         model.save_pretrained(out)
         self.tokenizer.save_pretrained(out)
+        qa = self.qa
+        write_qa_export(out, type(model.span_model), {
+            "max_length": self.max_length, "doc_stride": qa.doc_stride,
+            "max_question_length": qa.max_question_length, "question_suffix": question_suffix(self.tokenizer),
+            "max_answer_length": qa.max_answer_length, "n_best": qa.n_best,
+            "null_span_weight": qa.null_span_weight, "null_answerability_weight": qa.null_answerability_weight,
+            "null_threshold": self.test_threshold,
+            "null_threshold_from": "none yet: saved before the run's test evaluation; pass threshold="
+            if self.test_threshold is None else "the one the run applied to test (results.json test.null_threshold)",
+            "answerability_dropout": model.answerability[0].p})
 
     def state_dict(self) -> dict:
         return {"rng": self.rng.bit_generator.state}

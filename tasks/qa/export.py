@@ -1,0 +1,90 @@
+"""A squad_v2 run's reader for transformers' own loaders and ``pipeline()``.
+
+transformers 5 has no built-in question-answering pipeline, and its ``AutoModelForQuestionAnswering``
+reads a saved reader as a plain span model (the ``answerability.*`` weights skipped, no no-answer
+decision). So :meth:`QATask.save <tasks.qa.task.QATask.save>` also writes :data:`MODELING_FILE` (the
+source is ``tasks/qa/modeling_uda_qa.py``, its span model class set to the saved one's) and registers
+in config.json:
+
+* ``auto_map``: ``AutoModelForQuestionAnswering`` -> ``UdaQAWithAnswerability`` (span model + answerability
+  head under the saved weight names), and ``architectures``;
+* ``custom_pipelines``: ``question-answering`` -> ``UdaQuestionAnsweringPipeline``, the run's windowing,
+  n-best search and no-answer decision;
+* ``uda_qa`` (:data:`EXPORT_KEY`): the run's settings (model.max_length, qa.doc_stride,
+  qa.max_question_length and the question marker, qa.max_answer_length, qa.n_best, the null weights) and
+  ``null_threshold``: the no-answer threshold the run applied to its test split (fitted on dev; results.json
+  ``test.null_threshold``). Only the run's final ``model/`` has it: a checkpoint is saved before the test
+  evaluation, and its pipeline asks for ``threshold=``.
+
+So ``pipeline("question-answering", model=RUN/model, trust_remote_code=True)`` answers as the run did, and
+without ``trust_remote_code`` that call is an error. The library's own loaders (:func:`load_qa_model`,
+:func:`build_qa_model`, checkpoints) ignore these entries (:func:`strip_export`).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+MODELING_FILE = "modeling_uda_qa.py"
+MODEL_CLASS = "UdaQAWithAnswerability"
+PIPELINE_CLASS = "UdaQuestionAnsweringPipeline"
+EXPORT_KEY = "uda_qa"
+_BASE_IMPORT = "from transformers import BertForQuestionAnswering as BaseForQuestionAnswering"
+
+
+def modeling_source(span_model_class_name: str) -> str:
+    """The text of :data:`MODELING_FILE` for a span model of that transformers class."""
+    src = (Path(__file__).with_name(MODELING_FILE)).read_text(encoding="utf-8")
+    if src.count(_BASE_IMPORT) != 1:
+        raise RuntimeError(f"{MODELING_FILE} lost its line '{_BASE_IMPORT}'")
+    return src.replace(_BASE_IMPORT, f"from transformers import {span_model_class_name} as BaseForQuestionAnswering")
+
+
+def write_qa_export(out: str | Path, span_model_class: type, settings: dict[str, Any]) -> bool:
+    """Save :data:`MODELING_FILE` into ``out`` (a folder the reader's save_pretrained wrote) and register it
+    and ``settings`` (:data:`EXPORT_KEY`) in its config.json. False, with a warning, when the span model's
+    class is not one of transformers' own (a model loaded with remote code): the folder then loads whole
+    only with :func:`tasks.qa.model.load_qa_model`."""
+    import transformers
+
+    out = Path(out)
+    name = span_model_class.__name__
+    if getattr(transformers, name, None) is not span_model_class:
+        warnings.warn(f"{out}: the span model's class {name} is not one of transformers' own, so no {MODELING_FILE} "
+                      f"is saved: transformers' loaders read this folder as a plain span model; load the reader "
+                      f"with tasks.qa.model.load_qa_model", stacklevel=3)
+        return False
+    (out / MODELING_FILE).write_text(modeling_source(name), encoding="utf-8")
+    config_path = out / "config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    module = MODELING_FILE[:-len(".py")]
+    config["architectures"] = [MODEL_CLASS]
+    config.setdefault("auto_map", {})["AutoModelForQuestionAnswering"] = f"{module}.{MODEL_CLASS}"
+    config["custom_pipelines"] = {"question-answering": {
+        "impl": f"{module}.{PIPELINE_CLASS}", "pt": ["AutoModelForQuestionAnswering"], "type": "text"}}
+    config[EXPORT_KEY] = settings
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return True
+
+
+def strip_export(config: Any) -> Any:
+    """A loaded config without the entries :func:`write_qa_export` added (in place; returned), so that a
+    model built from it is the plain span model and a folder saved from it claims no reader code."""
+    if not hasattr(config, EXPORT_KEY):
+        return config
+    delattr(config, EXPORT_KEY)
+    auto_map = dict(getattr(config, "auto_map", None) or {})
+    if str(auto_map.get("AutoModelForQuestionAnswering", "")).endswith(f".{MODEL_CLASS}"):
+        del auto_map["AutoModelForQuestionAnswering"]
+    if auto_map:
+        config.auto_map = auto_map
+    elif hasattr(config, "auto_map"):
+        delattr(config, "auto_map")
+    if hasattr(config, "custom_pipelines"):
+        delattr(config, "custom_pipelines")
+    if getattr(config, "architectures", None) == [MODEL_CLASS]:
+        config.architectures = None
+    return config
