@@ -97,6 +97,7 @@ def test_export_qa_pipeline_gives_the_runs_test_predictions(which, request):
     assert settings["null_threshold"] == results["test"]["null_threshold"] == pytest.approx(rows[0][1]["threshold"],
                                                                                             abs=1e-4)
     assert settings["question_suffix"] == ("" if which == "plain" else " [QUESTION].")
+    assert "trust_remote_code=True" in json.loads((folder / "answerability_head.json").read_text())["load"]
     # the data exercises the windowing and the question cut
     tok = AutoTokenizer.from_pretrained(folder)
     assert max(len(tok(e["question"], e["context"])["input_ids"]) for e, _ in rows) > settings["max_length"]

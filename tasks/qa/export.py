@@ -67,6 +67,12 @@ def write_qa_export(out: str | Path, span_model_class: type, settings: dict[str,
         "impl": f"{module}.{PIPELINE_CLASS}", "pt": ["AutoModelForQuestionAnswering"], "type": "text"}}
     config[EXPORT_KEY] = settings
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    head = out / "answerability_head.json"  # the reader's own note (tasks.qa.model.HEAD_CONFIG)
+    if head.is_file():
+        note = json.loads(head.read_text(encoding="utf-8"))
+        note["load"] = ("transformers.pipeline('question-answering', model=FOLDER, trust_remote_code=True), or "
+                        "tasks.qa.model.load_qa_model(FOLDER)")
+        head.write_text(json.dumps(note, indent=2), encoding="utf-8")
     return True
 
 
