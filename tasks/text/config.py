@@ -24,6 +24,10 @@ class TextDataConfig(DataConfig):
     label_column: str = option("label", "Column holding the label (int index or label name).")
     id_column: Optional[str] = option("id", "Column holding an example id (optional; row numbers are used when absent).")
     label_names: Optional[list] = option(None, "Class names in index order (default: read from the data).")
+    label_name_column: Optional[str] = option(
+        "label_name", "With integer labels and no data.label_names: a column of the training file holding each "
+        "row's class name (TREC's label_name), read as the names of the classes; absent: the names are the "
+        "indices '0', '1', ...")
     id_order_file: Optional[str] = option(
         None,
         "File with one example id per line; the labelled set is then the first num_labeled/K ids of each class in "
@@ -60,7 +64,22 @@ class TextModelConfig(ModelConfig):
         None, "One short text per class, in label order, that describes it (IMDB: 'This movie is terrible.', 'This "
         "movie is great.'): the classifier starts from them instead of a random head, each class's weights being "
         "the encoder's normalised mean-pooled embedding of its text (a zero-shot start), scaled to fit the "
-        "labelled examples. Needs model.pooling mean. None: a random head.")
+        "labelled examples. Needs model.pooling mean. None: a random head (unless model.zero_shot_start or "
+        "model.label_descriptions_file asks for descriptions from elsewhere).")
+    zero_shot_start: bool = option(
+        False, "Start the head from one description per class (the zero-shot start of model.label_descriptions; "
+        "needs model.pooling mean), taking the first of: model.label_descriptions; model.label_descriptions_file; "
+        "labels.json in the --data.path folder (a JSON object mapping each label name, or integer label as a "
+        "string, to its description); model.label_template filled with each label name. Which one was used is "
+        "recorded in data_info.json (label_descriptions).")
+    label_descriptions_file: Optional[str] = option(
+        None, "A JSON file mapping each label name (or integer label as a string) to a description of the class "
+        "(the layout of labels.json); given, the head starts from it (model.label_descriptions, if also given, "
+        "wins). None: with model.zero_shot_start, labels.json in the --data.path folder when there is one.")
+    label_template: str = option(
+        "This text is about {name}.", "With model.zero_shot_start and no description given or found: each class's "
+        "description is this text with {name} replaced by its label name, lower-cased, underscores as spaces "
+        "(integer labels have no names: set --data.label_names, or give descriptions).")
 
     def validate(self) -> None:
         if self.contrastive_iterations is not None and self.contrastive_iterations < 1:
@@ -82,6 +101,12 @@ class TextModelConfig(ModelConfig):
         if self.label_descriptions is not None and self.pooling != "mean":
             raise ConfigError("model.label_descriptions sets the weights of the mean-pooling head: add "
                               "--model.pooling mean (or drop --model.label_descriptions)")
+        if (self.zero_shot_start or self.label_descriptions_file) and self.pooling != "mean":
+            raise ConfigError("model.zero_shot_start and model.label_descriptions_file set the weights of the "
+                              "mean-pooling head: add --model.pooling mean")
+        if "{name}" not in self.label_template:
+            raise ConfigError(f"model.label_template must contain {{name}} (where the label name goes), got "
+                              f"{self.label_template!r}")
         if not 0 < self.mlm_probability < 1:
             raise ConfigError(f"model.mlm_probability must be in (0, 1), got {self.mlm_probability}")
 

@@ -504,7 +504,39 @@ def _choose_label_names(cfg: TextDataConfig, default_names: Optional[list], trai
     known = _KNOWN_HUB_LABEL_NAMES.get(cfg.hub_id or "")
     if known and k <= len(known):
         return _LabelMap(list(known), f"hub ClassLabel names of {cfg.hub_id}")
+    named = _names_from_column(cfg, train, k)
+    if named is not None:
+        return _LabelMap(named, f"column '{cfg.label_name_column}' of {train.name}")
     return _LabelMap([str(i) for i in range(k)], "class indices")
+
+
+def _names_from_column(cfg: TextDataConfig, train: _Source, k: int) -> Optional[list[str]]:
+    """The class names of integer labels from the training file's ``data.label_name_column`` (TREC's
+    ``label_name``): None when there is no such file or column, or a class has no name there; a label
+    given two names, or a name given to two labels, is an error."""
+    column = cfg.label_name_column
+    path = Path(train.name)
+    if not column or not path.is_file():
+        return None
+    names: dict[int, str] = {}
+    owner: dict[str, int] = {}
+    rows = iter_table(path, cfg.text_column, column, cfg.label_column, require_label=False)
+    for i, r in enumerate(rows):  # "id" holds the integer label, "label" the name
+        if r["label"] is None:
+            if i == 0:
+                return None  # no such column: stop at the first row
+            continue
+        y, name = _raw_label(r["id"]), str(r["label"]).strip()
+        if not isinstance(y, int) or y < 0 or not name:
+            continue
+        if names.setdefault(y, name) != name or owner.setdefault(name, y) != y:
+            raise DataError(f"data file '{path}', row {i + 1}: label {y} has the name '{name}' in column "
+                            f"'{column}', but another row gives " + (
+                                f"it the name '{names[y]}'" if names[y] != name else f"'{name}' to label {owner[name]}")
+                            + f"; fix the column, or set --data.label_names (or --data.label_name_column none)")
+    if any(c not in names for c in range(k)):
+        return None
+    return [names[c] for c in range(k)]
 
 
 def _map_labels(src: _Source, lm: _LabelMap, split: str, label_names_from_cfg: bool) -> list[int]:

@@ -15,8 +15,9 @@ import torch.nn.functional as F
 from augment.build import build_augmenter
 from uda.task import SupervisedOutput, Task, TaskData
 from tasks.text.data import UnlabeledPool, load_text_classification, require_copies
+from tasks.text.descriptions import resolve_label_descriptions
 from uda.config import ConfigError
-from uda.data import DataError
+from uda.data import DataError, resolve_data_path
 from uda.evaluation import length_sorted_batches, pad_right, run_inference
 from uda.hub import resolve_model_path
 
@@ -145,6 +146,7 @@ class TextClassificationTask(Task):
         self.class_prior: torch.Tensor = torch.full((2,), 0.5)  # of the labelled set (distribution alignment)
         self.train_rows: list = []
         self.unlabeled: Optional[UnlabeledPool] = None  # the pool the MLM stage reads (even when supervised only)
+        self.label_descriptions: Optional[list] = None  # the zero-shot start's texts, in label order (setup)
 
     # ------------------------------------------------------------------ setup
     def setup(self, cfg: Any) -> TaskData:
@@ -165,11 +167,14 @@ class TextClassificationTask(Task):
         counts = torch.bincount(torch.tensor([e["label"] for e in data.train], dtype=torch.long),
                                 minlength=len(self.label_names)).float()
         self.class_prior = counts / counts.sum().clamp(min=1.0)
+        self.label_descriptions, described = resolve_label_descriptions(
+            cfg.model, self.label_names, resolve_data_path(cfg.data), data.info.get("label_names_from", ""))
+        info = {**data.info, "label_descriptions": described}  # None: a random head
         needs_unlabeled = cfg.uda.lambda_u > 0
         if needs_unlabeled:
             self.augmenter = self._build_augmenter(cfg.augment, data.unlabeled)
         return TaskData(train=data.train, dev=data.dev, test=data.test,
-                        unlabeled=data.unlabeled if needs_unlabeled else [], info=data.info)
+                        unlabeled=data.unlabeled if needs_unlabeled else [], info=info)
 
     @staticmethod
     def _build_augmenter(cfg: Any, unlabeled: UnlabeledPool) -> Any:
@@ -204,16 +209,17 @@ class TextClassificationTask(Task):
                 iterations=cfg.model.contrastive_iterations, lr=cfg.model.contrastive_lr))
         model = build_text_classifier(path, self.label_names, cfg.model.pooling, cfg.model.dropout,
                                       cfg.model.trust_remote_code)
-        if cfg.model.label_descriptions is not None:
-            self._describe_classes(model, cfg.model.label_descriptions)
+        if self.label_descriptions is not None:
+            self._describe_classes(model, self.label_descriptions)
         return model
 
     def _describe_classes(self, model: torch.nn.Module, descriptions: list) -> None:
-        """The head starts from the classes' descriptions (``--model.label_descriptions``)."""
+        """The head starts from the classes' descriptions, in label order (from ``--model.label_descriptions``,
+        a labels file or the label template: :func:`tasks.text.descriptions.resolve_label_descriptions`)."""
         from tasks.text.model import init_head_from_descriptions
 
         if len(descriptions) != len(self.label_names):
-            raise ConfigError(f"--model.label_descriptions has {len(descriptions)} texts but the data has "
+            raise ConfigError(f"{len(descriptions)} label descriptions but the data has "
                               f"{len(self.label_names)} classes ({', '.join(self.label_names)}): give one "
                               f"description per class, in that order")
         from tqdm.auto import tqdm
