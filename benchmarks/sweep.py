@@ -15,7 +15,8 @@ options laid over those):
   with a contrastive stage keeps it: this is the recipe without its consistency loss);
 - ``finetune``: plain fine-tuning: supervised only, no Training Signal Annealing and, for text tasks,
   no contrastive or MLM stage and a random head (``--uda.lambda_u 0 --uda.tsa none
-  --model.contrastive_iterations none --model.mlm_steps none --model.label_descriptions none``);
+  --model.contrastive_iterations none --model.mlm_steps none --model.label_descriptions none
+  --model.zero_shot_start false --model.label_descriptions_file none``);
   what a user gets from the labels alone;
 - ``uda``: UDA as the config says (augmentation included);
 - ``uda_tfidf``: UDA with TF-IDF word replacement (``--augment.method tf_idf``, the config's p);
@@ -100,7 +101,8 @@ _TEXT = dict(unit="labelled reviews", metrics=[("accuracy", "accuracy"), ("macro
              plots=["accuracy", "macro_f1"], scale=100.0, default_num_labeled=[20, 100, 1000],
              default_methods=["supervised", "uda_tfidf", "uda_bt", "ceiling"],
              plain={"model.contrastive_iterations": "none", "model.mlm_steps": "none",
-                    "model.label_descriptions": "none"})
+                    "model.label_descriptions": "none", "model.zero_shot_start": "false",
+                    "model.label_descriptions_file": "none"})
 TASKS = {
     "imdb": TaskSpec(title="IMDB", **_TEXT),
     "text_classification": TaskSpec(title="Text classification", **_TEXT),
