@@ -228,3 +228,49 @@ def test_real_trec_split_with_the_recipe():
     assert len(split.unlabeled) == 5368 - 500  # the pool's texts less dev (TREC has no unlabelled file)
     assert texts == [f"This text is about {n.lower()}." for n in TREC_NAMES]
     assert info["source"].startswith("model.label_template")
+
+
+def header_commands() -> dict:
+    """The recipe header's commands, by data set ('IMDB', 'TREC'), as argument lists after uda-train."""
+    import shlex
+
+    lines = (Path(__file__).resolve().parent.parent / RECIPE).read_text().split("\ntask:")[0].splitlines()
+    commands, name = {}, None
+    for line in lines:
+        text = line.lstrip("#").strip()
+        if text.startswith(("IMDB: uda-train", "TREC: uda-train")):
+            name, text = text[:4], text[6:]
+            commands[name] = ""
+        elif name is None or not commands[name].endswith("\\"):
+            name = None
+            continue
+        commands[name] = commands[name].rstrip("\\") + " " + text
+    return {k: shlex.split(v)[1:] for k, v in commands.items()}
+
+
+def test_the_headers_commands_build_their_configs():
+    from uda.config import parse_cli
+
+    commands = header_commands()
+    assert set(commands) == {"IMDB", "TREC"}
+    built = {}
+    for name, argv in commands.items():
+        task, config_file, overrides, _ = parse_cli(argv)
+        assert (task, config_file) == ("text_classification", RECIPE)
+        built[name] = build_config(task, config_file, overrides)
+    assert built["IMDB"].model.label_descriptions == ["This movie is terrible.", "This movie is great."]
+    assert (built["IMDB"].data.num_labeled, built["TREC"].data.num_labeled) == (20, 96)
+    assert built["TREC"].data.path == "../shared/data/trec" and built["TREC"].model.label_descriptions is None
+
+
+def test_sweep_plain_methods_drop_the_zero_shot_start(tmp_path):
+    from benchmarks.sweep import build_plan, parse_args
+
+    data = trec_like(tmp_path / "trec")
+    args = parse_args(["--task", "text_classification", "--out", str(tmp_path / "sweep"), "--num_labeled", "24",
+                       "--seeds", "0", "--methods", "finetune", "supervised", "uda", "ceiling"])
+    cfg = {folder.name: c for folder, c in build_plan(args, ["--config", RECIPE, "--data.path", str(data),
+                                                             "--model.label_descriptions_file", "labels.json"])}
+    start = {name: (c.model.zero_shot_start, c.model.label_descriptions_file) for name, c in cfg.items()}
+    assert start == {"finetune-n24-seed0": (False, None), "supervised-n24-seed0": (True, "labels.json"),
+                     "uda-n24-seed0": (True, "labels.json"), "ceiling-nall-seed0": (False, None)}
