@@ -26,29 +26,10 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
+# the span search of one window: the very code the exported pipeline (modeling_uda_qa.py) runs, so that
+# a run and its export read spans alike
+from tasks.qa.modeling_uda_qa import feature_candidates  # noqa: F401 (also tasks.qa.postprocess's API)
 from tasks.qa.metric import find_best_threshold, raw_scores
-
-
-def feature_candidates(start_logits: np.ndarray, end_logits: np.ndarray, offsets: Sequence[Optional[tuple]],
-                       n_best: int, max_answer_length: int) -> list[tuple[float, int, int]]:
-    """[(score, start_char, end_char)] of the best valid spans of one feature, best first."""
-    ctx = np.array([o is not None for o in offsets] + [False] * (len(start_logits) - len(offsets)))[:len(start_logits)]
-    if not ctx.any():
-        return []
-    s = np.where(ctx, start_logits, -np.inf)
-    e = np.where(ctx, end_logits, -np.inf)
-    k = min(n_best, int(ctx.sum()))
-    top_s = np.argsort(-s, kind="stable")[:k]
-    top_e = np.argsort(-e, kind="stable")[:k]
-    scores = s[top_s][:, None] + e[top_e][None, :]  # (k, k)
-    length = top_e[None, :] - top_s[:, None] + 1
-    valid = (length >= 1) & (length <= max_answer_length)
-    out = []
-    for i, j in zip(*np.nonzero(valid)):
-        a, b = int(top_s[i]), int(top_e[j])
-        out.append((float(scores[i, j]), offsets[a][0], offsets[b][1]))
-    out.sort(key=lambda c: -c[0])
-    return out[:n_best]
 
 
 def predict_question(context: str, features: Sequence[dict], n_best: int, max_answer_length: int) -> dict:
