@@ -24,7 +24,6 @@ without ``trust_remote_code`` that call is an error. The library's own loaders (
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -48,25 +47,13 @@ def write_qa_export(out: str | Path, span_model_class: type, settings: dict[str,
     and ``settings`` (:data:`EXPORT_KEY`) in its config.json. False, with a warning, when the span model's
     class is not one of transformers' own (a model loaded with remote code): the folder then loads whole
     only with :func:`tasks.qa.model.load_qa_model`."""
-    import transformers
+    from tasks.common.export import ship_model_code
 
     out = Path(out)
-    name = span_model_class.__name__
-    if getattr(transformers, name, None) is not span_model_class:
-        warnings.warn(f"{out}: the span model's class {name} is not one of transformers' own, so no {MODELING_FILE} "
-                      f"is saved: transformers' loaders read this folder as a plain span model; load the reader "
-                      f"with tasks.qa.model.load_qa_model", stacklevel=3)
+    if not ship_model_code(out, span_model_class, MODELING_FILE, modeling_source(span_model_class.__name__),
+                           "AutoModelForQuestionAnswering", MODEL_CLASS, "question-answering", PIPELINE_CLASS,
+                           {EXPORT_KEY: settings}, "tasks.qa.model.load_qa_model"):
         return False
-    (out / MODELING_FILE).write_text(modeling_source(name), encoding="utf-8")
-    config_path = out / "config.json"
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    module = MODELING_FILE[:-len(".py")]
-    config["architectures"] = [MODEL_CLASS]
-    config.setdefault("auto_map", {})["AutoModelForQuestionAnswering"] = f"{module}.{MODEL_CLASS}"
-    config["custom_pipelines"] = {"question-answering": {
-        "impl": f"{module}.{PIPELINE_CLASS}", "pt": ["AutoModelForQuestionAnswering"], "type": "text"}}
-    config[EXPORT_KEY] = settings
-    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     head = out / "answerability_head.json"  # the reader's own note (tasks.qa.model.HEAD_CONFIG)
     if head.is_file():
         note = json.loads(head.read_text(encoding="utf-8"))

@@ -140,27 +140,12 @@ def write_mean_pool_code(out: Path, encoder_class: type, dropout: float) -> bool
     ``save_pretrained`` wrote) and register it in config.json. False, with a warning, when the class is
     not one of transformers' own (an encoder loaded with remote code): the folder then loads whole only
     with :func:`load_text_classifier`."""
-    import warnings
+    from tasks.common.export import ship_model_code
 
-    import transformers
-
-    name = encoder_class.__name__
-    if getattr(transformers, name, None) is not encoder_class:
-        warnings.warn(f"{out}: the encoder's class {name} is not one of transformers' own, so no "
-                      f"{MODELING_FILE} is saved: transformers' loaders and pipeline() read this folder as a bare "
-                      f"encoder; load the classifier with tasks.text.model.load_text_classifier", stacklevel=3)
-        return False
-    (out / MODELING_FILE).write_text(_MODELING_CODE.replace("BASE_MODEL_CLASS", name), encoding="utf-8")
-    config_path = out / "config.json"
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    module = MODELING_FILE[:-len(".py")]
-    config["architectures"] = [MODEL_CLASS]
-    config["classifier_dropout"] = dropout
-    config.setdefault("auto_map", {})["AutoModelForSequenceClassification"] = f"{module}.{MODEL_CLASS}"
-    config["custom_pipelines"] = {"text-classification": {
-        "impl": f"{module}.{PIPELINE_CLASS}", "pt": ["AutoModelForSequenceClassification"], "type": "text"}}
-    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return True
+    return ship_model_code(out, encoder_class, MODELING_FILE,
+                           _MODELING_CODE.replace("BASE_MODEL_CLASS", encoder_class.__name__),
+                           "AutoModelForSequenceClassification", MODEL_CLASS, "text-classification", PIPELINE_CLASS,
+                           {"classifier_dropout": dropout}, "tasks.text.model.load_text_classifier")
 
 
 def build_text_classifier(name_or_path: str, label_names: list[str], pooling: str = "cls",
