@@ -24,7 +24,6 @@ import os
 import platform
 import shutil
 import signal
-import threading
 import time
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from uda import checkpoint
 from uda.alignment import ClassAligner
 from uda.config import Config, ConfigError, save_config
 from uda.devices import cpu_has_native_bf16, kept_accelerate_state
+from uda.signals import stop_requests
 from uda.data import DataError
 from uda.io import atomic_write_json, atomic_write_text, file_fingerprint, pid_alive
 from uda.losses import ramp, tsa_threshold
@@ -619,7 +619,7 @@ def fit(run: Run) -> None:
     if run.restore_rng is not None:  # last, so that nothing between here and the first step draws from the RNGs
         task.load_state_dict(run.restore_rng["task"])
         checkpoint.set_rng_state(run.restore_rng["rng"])
-    with _stop_requests(st):  # Ctrl-C / SIGTERM: stop after this step, with its checkpoint
+    with stop_requests(st):  # Ctrl-C / SIGTERM: stop after this step, with its checkpoint
         for step in range(st.step, cfg.train.max_steps):
             progress = step / cfg.train.max_steps
             threshold = tsa_threshold(cfg.uda.tsa, progress, task.tsa_num_classes)  # logged as sup/tsa_threshold
@@ -742,31 +742,6 @@ def _evaluate_and_save(run: Run, done: int, last_save: float, t_loop: float) -> 
     if saved:
         save_checkpoint(run, done, metric, st.train_seconds_before + time.time() - t_loop)
     return saved, stop
-
-
-@contextmanager
-def _stop_requests(st: LoopState) -> Iterator[None]:
-    """While the loop runs, SIGINT (Ctrl-C) and SIGTERM (a scheduler's stop, ``timeout``, a preempted
-    machine) ask it to stop after the step under way, with a checkpoint of that step, instead of
-    losing everything since the last save. A second Ctrl-C stops at once. The handlers in place before
-    are put back afterwards. Signals reach only the main thread: elsewhere nothing is changed."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def request(signum: int, frame: Any) -> None:
-        if signum == signal.SIGINT and st.stop_signal == signal.SIGINT:
-            raise KeyboardInterrupt  # the second Ctrl-C: no waiting for the step
-        st.stop_signal = st.stop_signal or signum
-
-    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    for sig in before:
-        signal.signal(sig, request)
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
 
 
 def environment(device: torch.device) -> dict:

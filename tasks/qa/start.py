@@ -32,10 +32,10 @@ import argparse
 import hashlib
 import json
 import os
-import signal
 import sys
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -317,28 +317,9 @@ def evaluate_held_out(model: Any, tokenizer: Any, feats: Sequence[dict], autocas
             "held_out/loss": float(np.mean(losses)) if losses else float("nan")}
 
 
-class _Stop:
-    """Ctrl-C / SIGTERM ask the loop to save and stop after the step under way; a second Ctrl-C stops at once."""
-
-    def __init__(self) -> None:
-        self.signum = 0
-
-    def __enter__(self) -> "_Stop":
-        self.before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-        for s in self.before:
-            signal.signal(s, self._request)
-        return self
-
-    def _request(self, signum: int, frame: Any) -> None:
-        if self.signum and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.signum = signum
-        print(f"\nstopping after this step (signal {signum}); the checkpoint is saved and the same command "
-              f"continues", file=sys.stderr)
-
-    def __exit__(self, *exc: Any) -> None:
-        for s, h in self.before.items():
-            signal.signal(s, h)
+@dataclass
+class _StopState:
+    stop_signal: int = 0  # set by uda.signals.stop_requests
 
 
 def _save_checkpoint(out: Path, step: int, model: Any, optimizer: Any, scheduler: Any, train_seconds: float) -> None:
@@ -374,6 +355,7 @@ def build_start(args: argparse.Namespace, stop_at_step: Optional[int] = None) ->
     from uda.devices import cpu_has_native_bf16
     from uda.hub import resolve_model_path
     from uda.optim import param_groups
+    from uda.signals import stop_requests
     from uda.io import atomic_write_json
 
     out = Path(args.output_dir).expanduser()
@@ -466,7 +448,8 @@ def build_start(args: argparse.Namespace, stop_at_step: Optional[int] = None) ->
     bar = tqdm(total=args.max_steps, initial=step, desc="QA start", mininterval=5, disable=not args.progress)
     recent: list[float] = []
     stopped = 0
-    with _Stop() as stop:
+    stop = _StopState()
+    with stop_requests(stop):  # Ctrl-C / SIGTERM: save after the step under way and stop
         while step < args.max_steps:
             batch = collate_features(tokenizer, [feats[i] for i in plan(step)], with_labels=True)
             batch = {k: v.to(device) for k, v in batch.items()}
@@ -496,8 +479,8 @@ def build_start(args: argparse.Namespace, stop_at_step: Optional[int] = None) ->
                 bar.write(f"step {step}: held-out span accuracy {metrics['held_out/span_accuracy']:.1f}%, "
                           f"answerability {metrics['held_out/answerability_accuracy']:.1f}%")
             train_seconds = seconds_before + time.monotonic() - t0
-            if step == stop_at_step or stop.signum:
-                stopped = stop.signum or -1
+            if step == stop_at_step or stop.stop_signal:
+                stopped = stop.stop_signal or -1
                 break
             if step < args.max_steps and time.monotonic() - last_save >= 60 * args.checkpoint_minutes:
                 _save_checkpoint(out, step, model, optimizer, scheduler, train_seconds)

@@ -533,7 +533,7 @@ def _names_from_column(cfg: TextDataConfig, train: _Source, k: int) -> Optional[
             raise DataError(f"data file '{path}', row {i + 1}: label {y} has the name '{name}' in column "
                             f"'{column}', but another row gives " + (
                                 f"it the name '{names[y]}'" if names[y] != name else f"'{name}' to label {owner[name]}")
-                            + f"; fix the column, or set --data.label_names (or --data.label_name_column none)")
+                            + "; fix the column, or set --data.label_names (or --data.label_name_column none)")
     if any(c not in names for c in range(k)):
         return None
     return [names[c] for c in range(k)]
