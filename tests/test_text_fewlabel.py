@@ -274,3 +274,37 @@ def test_sweep_plain_methods_drop_the_zero_shot_start(tmp_path):
     start = {name: (c.model.zero_shot_start, c.model.label_descriptions_file) for name, c in cfg.items()}
     assert start == {"finetune-n24-seed0": (False, None), "supervised-n24-seed0": (True, "labels.json"),
                      "uda-n24-seed0": (True, "labels.json"), "ceiling-nall-seed0": (False, None)}
+
+
+def test_proportional_dev_follows_the_class_shares_and_keeps_every_class():
+    import numpy as np
+
+    from tasks.text.data import _balanced_subset, _proportional_subset
+
+    per_class = [list(range(0, 16)), list(range(100, 700)), list(range(1000, 1384))]  # 16 / 600 / 384
+    rng = np.random.default_rng(0)
+    picked = _proportional_subset(per_class, 100, rng)
+    counts = [sum(i in set(c) for i in picked) for c in per_class]
+    assert sum(counts) == 100 and len(set(picked)) == 100 and picked == sorted(picked)
+    assert counts == [2, 60, 38]  # 1.6, 60.0, 38.4 by largest remainders
+    assert _proportional_subset([[1], list(range(10, 1010))], 10, rng)[0] == 1  # a rare class keeps one example
+    balanced = _balanced_subset(per_class, 100, np.random.default_rng(0))
+    assert [sum(i in set(c) for i in balanced) for c in per_class] == [16, 42, 42]
+
+
+def test_dev_sampling_option_draws_the_dev_set(tmp_path):
+    from collections import Counter
+
+    from tasks.text.config import TextDataConfig
+    from tasks.text.data import load_text_classification
+
+    rows = [{"id": f"r{i}", "text": f"text number {i} " + "word " * (i % 7), "label": 0 if i < 20 else 1}
+            for i in range(400)]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "test.jsonl").write_text("".join(json.dumps({**r, "id": f"t{i}"}) + "\n" for i, r in enumerate(rows[:30])))
+    for sampling, expected in (("balanced", {0: 10, 1: 10}), ("proportional", {0: 1, 1: 19})):
+        cfg = TextDataConfig(path=str(tmp_path), num_labeled=4, dev_size=20, dev_sampling=sampling,
+                             min_unlabeled_chars=0)
+        data = load_text_classification(cfg, seed=1)
+        assert dict(Counter(r["label"] for r in data.dev)) == expected
+        assert data.info["dev_sampling"] == sampling

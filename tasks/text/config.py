@@ -33,6 +33,10 @@ class TextDataConfig(DataConfig):
         "File with one example id per line; the labelled set is then the first num_labeled/K ids of each class in "
         "this order (the reference UDA order reproduces the paper's 20-label split).",
     )
+    dev_sampling: Literal["balanced", "proportional"] = option(
+        "balanced", "How the data.dev_size dev examples are drawn: balanced (as even across classes as the data "
+        "allows) or proportional (in the data's class shares, at least one of each class: for unbalanced data, "
+        "where the test set is unbalanced too).")
     min_unlabeled_chars: int = option(500, "Skip texts of the unlabelled file shorter than this (reference: 500).")
 
 

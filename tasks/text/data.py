@@ -619,6 +619,41 @@ def _balanced_subset(per_class: list[list[int]], n: int, rng: np.random.Generato
     return sorted(chosen)
 
 
+def _proportional_subset(per_class: list[list[int]], n: int, rng: np.random.Generator) -> list[int]:
+    """Seeded subset of n indices whose class shares follow the candidates' (largest remainders), with at
+    least one of every class that has candidates; sorted. A dev set drawn so mirrors an unbalanced data
+    set (TREC's ABBR is 1.6% of its questions), where an even one would weigh its rare classes as much
+    as its common ones when selecting a model."""
+    k = len(per_class)
+    total = sum(len(c) for c in per_class)
+    if n >= total:
+        return sorted(i for c in per_class for i in c)
+    exact = [len(c) * n / total for c in per_class]
+    quota = [min(len(per_class[c]), max(1 if per_class[c] else 0, int(exact[c]))) for c in range(k)]
+    by_remainder = sorted(range(k), key=lambda c: (exact[c] - int(exact[c]), len(per_class[c])), reverse=True)
+    while sum(quota) < n:  # hand out what is left, largest remainder first
+        for c in by_remainder:
+            if sum(quota) < n and quota[c] < len(per_class[c]):
+                quota[c] += 1
+    while sum(quota) > n:  # the minimum of one pushed it over: take back from the largest quotas
+        c = max(range(k), key=lambda j: quota[j])
+        quota[c] -= 1
+    chosen: list[int] = []
+    for c in range(k):
+        if quota[c]:
+            pick = rng.choice(len(per_class[c]), size=quota[c], replace=False)
+            chosen.extend(per_class[c][j] for j in pick)
+    return sorted(chosen)
+
+
+def _dev_subset(cfg: TextDataConfig, per_class: list[list[int]], n: int, rng: np.random.Generator) -> list[int]:
+    """The dev examples: even across classes (``data.dev_sampling balanced``) or in the data's class
+    shares (``proportional``)."""
+    if cfg.dev_sampling == "proportional":
+        return _proportional_subset(per_class, n, rng)
+    return _balanced_subset(per_class, n, rng)
+
+
 def _read_id_order(path_str: str) -> list[str]:
     p = Path(path_str).expanduser()
     if not p.is_file():
@@ -701,7 +736,7 @@ def load_text_classification(cfg: TextDataConfig, seed: int) -> TextClassificati
         d = src["dev"]
         y_dev = _map_labels(d, lm, "dev", from_cfg)
         all_dev = list(range(len(d.rows)))
-        keep = all_dev if cfg.dev_size <= 0 else _balanced_subset(_by_class(all_dev, y_dev, k), cfg.dev_size,
+        keep = all_dev if cfg.dev_size <= 0 else _dev_subset(cfg, _by_class(all_dev, y_dev, k), cfg.dev_size,
                                                                    _rng(seed, 1))
         dev_rows = [{"id": d.rows[i]["id"], "text": d.rows[i]["text"], "label": y_dev[i]} for i in keep]
         dev_source = d.name
@@ -722,7 +757,7 @@ def load_text_classification(cfg: TextDataConfig, seed: int) -> TextClassificati
         what to do when there are fewer than ``need`` of them."""
         if len(candidates) < need:
             raise DataError(too_few)
-        idx = _balanced_subset(_by_class(candidates, y_pool, k), cfg.dev_size, _rng(seed, 1))
+        idx = _dev_subset(cfg, _by_class(candidates, y_pool, k), cfg.dev_size, _rng(seed, 1))
         rows = [{"id": pool.rows[i]["id"], "text": pool.rows[i]["text"], "label": y_pool[i]} for i in idx]
         return idx, rows, f"carved from {pool.name}", {r["text"] for r in rows}
 
@@ -838,6 +873,7 @@ def load_text_classification(cfg: TextDataConfig, seed: int) -> TextClassificati
         "seed": seed,
         "selection": selection,
         "dev_source": dev_source,
+        "dev_sampling": cfg.dev_sampling,
         "counts": {
             "train_pool": len(pool.rows),
             "train_pool_labeled": len(labelled_idx),
