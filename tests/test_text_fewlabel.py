@@ -84,12 +84,13 @@ def test_recipe_is_the_imdb_recipe_without_imdb():
     general = flat(build_config("text_classification", RECIPE, {}).to_dict())
     differ = {k for k in imdb.keys() | general.keys() if imdb.get(k) != general.get(k)}
     assert differ == {"task", "data.hub_id", "data.id_order_file", "data.label_names", "data.min_unlabeled_chars",
-                      "model.label_descriptions", "model.zero_shot_start"}
+                      "data.dev_sampling", "model.label_descriptions", "model.zero_shot_start"}
+    assert general["data.dev_sampling"] == "proportional" and imdb["data.dev_sampling"] == "balanced"
     assert general["model.zero_shot_start"] and general["model.label_descriptions"] is None
     assert general["data.id_order_file"] is None and general["data.label_names"] is None
     header = (Path(__file__).resolve().parent.parent / RECIPE).read_text().split("\ntask:")[0]
     assert "--data.path ../shared/data/imdb" in header and "--data.path ../shared/data/trec" in header
-    assert "not measured yet" in header
+    assert "trec_fewlabel_tried" in header
 
 
 def test_recipe_on_an_imdb_like_folder(tmp_path):
