@@ -591,6 +591,16 @@ def _by_class(indices: Sequence[int], labels: Sequence[int], k: int) -> list[lis
     return out
 
 
+def _draw(per_class: list[list[int]], quota: list[int], rng: np.random.Generator) -> list[int]:
+    """``quota[c]`` indices of each class drawn with ``rng``, class by class; sorted."""
+    chosen: list[int] = []
+    for c, n in enumerate(quota):
+        if n:
+            pick = rng.choice(len(per_class[c]), size=n, replace=False)
+            chosen.extend(per_class[c][j] for j in pick)
+    return sorted(chosen)
+
+
 def _balanced_subset(per_class: list[list[int]], n: int, rng: np.random.Generator) -> list[int]:
     """Seeded subset of n indices, as even across classes as availability allows; sorted."""
     k = len(per_class)
@@ -611,12 +621,7 @@ def _balanced_subset(per_class: list[list[int]], n: int, rng: np.random.Generato
             if quota[c] < len(per_class[c]):
                 nxt.append(c)
         open_classes = nxt
-    chosen: list[int] = []
-    for c in range(k):
-        if quota[c]:
-            pick = rng.choice(len(per_class[c]), size=quota[c], replace=False)
-            chosen.extend(per_class[c][j] for j in pick)
-    return sorted(chosen)
+    return _draw(per_class, quota, rng)
 
 
 def _proportional_subset(per_class: list[list[int]], n: int, rng: np.random.Generator) -> list[int]:
@@ -638,12 +643,7 @@ def _proportional_subset(per_class: list[list[int]], n: int, rng: np.random.Gene
     while sum(quota) > n:  # the minimum of one pushed it over: take back from the largest quotas
         c = max(range(k), key=lambda j: quota[j])
         quota[c] -= 1
-    chosen: list[int] = []
-    for c in range(k):
-        if quota[c]:
-            pick = rng.choice(len(per_class[c]), size=quota[c], replace=False)
-            chosen.extend(per_class[c][j] for j in pick)
-    return sorted(chosen)
+    return _draw(per_class, quota, rng)
 
 
 def _dev_subset(cfg: TextDataConfig, per_class: list[list[int]], n: int, rng: np.random.Generator) -> list[int]:
