@@ -23,7 +23,6 @@ Writes results.json and results.md to --out.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 from pathlib import Path
@@ -33,11 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from uda.io import iter_jsonl  # noqa: E402
+
 
 def read_rows(path: Path) -> list[dict]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return [rec for _, rec in iter_jsonl(path)]
 
 
 def first_word(text: str) -> str:

@@ -285,7 +285,6 @@ def write_summary(out: Path, rows: list[dict], table: list[dict], task: str,
             w.writerow({**{c: t.get(c) for c in cols}, "ran_on": _ran_on(t)})
     heads = [h for _, h in spec.metrics] + ["time (s)", "CPU (s)", "ran on"]
     lines = ["| N | method | seeds | " + " | ".join(heads) + " |", "|---" * (3 + len(heads)) + "|"]
-    n_cell = {}
     for t in table:
         cells = []
         for m in keys:
@@ -297,9 +296,7 @@ def write_summary(out: Path, rows: list[dict], table: list[dict], task: str,
             else:
                 cells.append(f"{t[f'{m}_mean']:.{digits}f} ± {t[f'{m}_std']:.{digits}f}")
         cells.append(_ran_on(t))
-        n = f"all ({t['num_train']})" if t["num_labeled"] == "all" else t["num_labeled"]
-        n_cell[(t["method"], t["num_labeled"])] = n
-        lines.append(f"| {n} | {t['method']} | {t['seeds']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {_n_cell(t)} | {t['method']} | {t['seeds']} | " + " | ".join(cells) + " |")
     nothing = sorted({round(t["answer_nothing"], 2) for t in table if "answer_nothing" in t})
     note = (f" Answer-nothing F1 on the test questions (a reader that answers none): "
             f"{', '.join(f'{v:.2f}' for v in nothing)}." if nothing else "")
@@ -308,7 +305,7 @@ def write_summary(out: Path, rows: list[dict], table: list[dict], task: str,
         "model selected on dev). Time: wall seconds of runs that were not resumed, shown only where all "
         "of a row's runs ran on one kind of device (\"ran on\"). "
         f"Runs and raw values: summary.json, summary.csv and each run's results.json.{note}\n\n"
-        + "\n".join(lines) + "\n" + per_seed_tables(rows, table, task, n_cell) + run_table(rows, task),
+        + "\n".join(lines) + "\n" + per_seed_tables(rows, table, task) + run_table(rows, task),
         encoding="utf-8")
     written = [out / "summary.json", out / "summary.csv", out / "summary.md"]
     if not _have_matplotlib():
@@ -325,7 +322,12 @@ def write_summary(out: Path, rows: list[dict], table: list[dict], task: str,
     return written
 
 
-def per_seed_tables(rows: list[dict], table: list[dict], task: str, n_cell: dict) -> str:
+def _n_cell(t: dict) -> Any:
+    """A table row's N as the tables print it: the size, or "all (number of training examples)"."""
+    return f"all ({t['num_train']})" if t["num_labeled"] == "all" else t["num_labeled"]
+
+
+def per_seed_tables(rows: list[dict], table: list[dict], task: str) -> str:
     """summary.md's per-seed tables, one per headline metric (TaskSpec.plots): a row per method and N
     (in the order of the mean table), a column per seed, '-' where that run is missing."""
     spec = TASKS[task]
@@ -340,7 +342,7 @@ def per_seed_tables(rows: list[dict], table: list[dict], task: str, n_cell: dict
             for s in seeds:
                 r = value.get((t["method"], t["num_labeled"], s))
                 cells.append("-" if r is None or r.get(metric) is None else f"{float(r[metric]) * spec.scale:.1f}")
-            lines.append(f"| {n_cell[(t['method'], t['num_labeled'])]} | {t['method']} | " + " | ".join(cells) + " |")
+            lines.append(f"| {_n_cell(t)} | {t['method']} | " + " | ".join(cells) + " |")
         text += f"\n## Test {label} (%) per seed\n\n" + "\n".join(lines) + "\n"
     return text
 
@@ -666,7 +668,7 @@ def _child_signals() -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
-def run_parallel(todo: list[tuple[int, Path, Any]], total: int, jobs: int, sources: dict, task: str = "imdb") -> int:
+def run_parallel(todo: list[tuple[int, Path, Any]], total: int, jobs: int, sources: dict, task: str) -> int:
     """Runs ``todo`` (index, folder, Config; the Config rebuilt in the child from ``sources[folder]``,
     see :func:`build_plan`) ``jobs`` at a time, each in a fresh spawned process
     (nothing shared: its own CUDA context, its own random state); returns the number of failed runs.
