@@ -51,6 +51,7 @@ def test_train_uda_end_to_end(tiny_model_dir, tiny_text_data, tmp_path):
     assert results["test"]["num_examples"] == 60
     assert results["selected_model"]["by"] == "dev/accuracy"
     assert results["cpu_seconds"] > 0
+    assert 0 <= results["test_eval_seconds"] <= results["total_seconds"]
     import torch
 
     env = results["environment"]  # where and with what it ran: a curve may mix machines

@@ -876,10 +876,13 @@ def finish(run: Run) -> dict:
     selected = {"step": best.step if best is not None else cfg.train.max_steps,
                 "by": f"dev/{run.select_metric}" if best is not None else "last step (no dev split)"}
     test_metrics: dict = {}
+    test_seconds = None
     if cfg.eval.test and len(run.data.test):
         run.model.eval()
+        t0 = time.time()
         test_metrics = run.task.evaluate(run.unwrapped, run.data.test, acc, cfg.train.eval_batch_size, "test",
                                          out_dir=run.run_dir)
+        test_seconds = round(time.time() - t0, 1)  # wall time of the test evaluation (with a task's own dev fitting)
         run.logger.log(selected["step"], {f"test/{k}": float(v) for k, v in test_metrics.items()})
     local = {"rank": acc.process_index, "device": str(acc.device), "pid": os.getpid(), "examples": st.drawn}
     processes = gather_object([local]) if acc.num_processes > 1 else [local]
@@ -890,6 +893,7 @@ def finish(run: Run) -> dict:
         "dev_history": st.dev_history,
         "test": test_metrics,
         "train_seconds": round(st.train_seconds_before, 1),
+        "test_eval_seconds": test_seconds,
         "total_seconds": round(time.time() - run.t_start, 1),
         # CPU seconds, all threads, setup to here over every attempt (None: resumed from a checkpoint
         # without the count); on one thread about the wall time of the run alone on a core
