@@ -392,3 +392,95 @@ def test_prediction_record_shows_both_scores_of_the_top_passages():
     assert top["spans"][0]["text"] == "gamma"
     no_scores = [{k: v for k, v in p.items() if k != "score"} for p in passages]
     assert list(retriever_scores(no_scores, [0, 1])) == [0.0, -1.0]  # the retrieval order stands in
+
+
+# ----------------------------------------------------------------------------- the answerability head (verifier)
+
+def test_answerability_term_golden_numbers_and_padding():
+    logits = torch.tensor([[[0.0, 1.0], [1.0, 0.0]], [[0.0, 0.0], [2.0, 0.0]]])  # (B=2, M=2, [no, has])
+    has = torch.tensor([[False, True], [False, False]])  # q0: passage 1 holds the answer; q1 unanswerable
+    base = passage_reader_loss(*_hand_case(), selection_weight=1.0, span_weight=1.0)
+    out = passage_reader_loss(*_hand_case(), selection_weight=1.0, span_weight=1.0, answerability_logits=logits,
+                              passage_has_answer=has, answerability_weight=0.5)
+    ans = out.terms[2]
+    # q0: both passages log(1 + e); q1: (log 2 + log(e^2 + 1) - 2) / 2
+    assert ans.name == "answerability" and ans.num_classes == 2 and ans.weight == 0.5
+    assert ans.per_example_loss.tolist() == pytest.approx([1.3132617, 0.4100376], abs=1e-6)
+    assert ans.gold_prob.tolist() == pytest.approx([0.2689414, 0.6636253], abs=1e-6)
+    assert (out.per_example_loss - base.per_example_loss).tolist() == pytest.approx([0.6566308, 0.2050188], abs=1e-6)
+    start, end, relevance, no_answer, span_mask, _, positive, occ_s, occ_e = _hand_case()
+    mask = torch.tensor([[True, True], [True, False]])  # q1's second passage is padding: left out of the mean
+    padded = passage_reader_loss(start, end, relevance, no_answer, span_mask, mask, positive, occ_s, occ_e, 1.0, 1.0,
+                                 answerability_logits=logits, passage_has_answer=has, answerability_weight=1.0)
+    assert padded.terms[2].per_example_loss[1].item() == pytest.approx(math.log(2), abs=1e-6)
+    assert [t.name for t in base.terms] == ["selection", "span"]  # weight 0: no term
+    with pytest.raises(ValueError, match="answerability_logits"):
+        passage_reader_loss(*_hand_case(), selection_weight=1.0, span_weight=1.0, answerability_weight=1.0)
+
+
+def test_verifier_weight_mixes_the_selection_and_verifier_scores():
+    from tasks.passages.postprocess import decode_question, prediction_record
+
+    passages = [{"id": "a", "title": "A", "text": "alpha beta", "has_answer": False},
+                {"id": "b", "title": "B", "text": "gamma delta", "has_answer": True}]
+    spans = {0: [{"text": "beta", "score": 1.0, "start": 6, "end": 10}],
+             1: [{"text": "gamma", "score": 2.0, "start": 0, "end": 5}]}
+    log_odds = np.array([-3.0, 2.5])
+
+    def decode(v, answerability=log_odds):
+        return decode_question("q", passages, [0, 1], np.array([-1.0, 1.0]), 0.5, spans, 2, None, None,
+                               answerability, v)
+
+    # the top passage is b (relevance 1.0): selection score 0.5 - 1.0, verifier score -2.5
+    assert decode(0.0)["no_answer_score"] == -0.5 == decode(0.0)["selection_score"]
+    assert decode(0.0, None)["no_answer_score"] == -0.5 and decode(0.0, None)["verifier_score"] is None
+    assert decode(1.0)["no_answer_score"] == -2.5 == decode(1.0)["verifier_score"]
+    assert decode(0.25)["no_answer_score"] == pytest.approx(0.75 * -0.5 + 0.25 * -2.5)
+    rec = prediction_record({"question": "which?", "answers": ["gamma"]}, decode(0.5), threshold=0.0)
+    assert (rec["selection_score"], rec["verifier_score"], rec["no_answer_score"]) == (-0.5, -2.5, -1.5)
+    assert [p["has_answer_log_odds"] for p in rec["passages"]] == [2.5, -3.0]
+
+
+def test_verifier_weight_is_fitted_on_dev_or_taken_from_the_config():
+    task = PassagesTask()
+    task.p = PassagesConfig(span_passages=1)
+
+    def question(i, answerable, relevance, log_odds):
+        passage = {"id": f"p{i}", "title": "", "text": "gamma", "has_answer": answerable}
+        return {"id": f"q{i}", "passages": [passage], "real": [0], "relevance": np.array([relevance]),
+                "no_answer": 0.0, "spans": {0: [{"text": "gamma", "score": 1.0, "start": 0, "end": 5}]},
+                "retrieval": np.array([1.0]), "answerability": np.array([log_odds])}
+
+    # the selection score (0 - relevance) ranks the questions the wrong way round, the verifier the right way
+    # (selection scores +-10 against verifier scores -+1: only the verifier alone, v = 1, ranks them right)
+    raw = [question(i, i % 2 == 0, -10.0 if i % 2 == 0 else 10.0, 1.0 if i % 2 == 0 else -1.0) for i in range(6)]
+    records = [{"id": q["id"], "question": "?", "answers": ["gamma"] if i % 2 == 0 else []} for i, q in enumerate(raw)]
+    v, tried = task.verifier_weight(records, raw, None)
+    assert v == 1.0 and tried[1.0] == 100.0 and tried[0.0] < 100.0
+    flipped = [dict(q, answerability=-q["answerability"]) for q in raw]  # now the selection is right: v = 0
+    flipped = [dict(q, relevance=-q["relevance"]) for q in flipped]
+    assert task.verifier_weight(records, flipped, None)[0] == 0.0
+    task.p = PassagesConfig(span_passages=1, verifier_weight=0.5)
+    assert task.verifier_weight(records, raw, None) == (0.5, {})
+    with pytest.raises(ValueError, match="verifier_weight"):
+        PassagesConfig(verifier_weight=1.5).validate()
+
+
+def test_a_squad_v2_start_carries_its_answerability_head_and_the_reader_saves_it(tiny_qa_model_dir, tmp_path):  # noqa: F811
+    from tasks.passages.model import build_passage_reader, load_passage_reader
+    from tasks.qa.model import build_qa_model
+
+    torch.manual_seed(0)
+    qa = build_qa_model(str(tiny_qa_model_dir))
+    torch.nn.init.normal_(qa.answerability[1].weight, std=1.0)
+    qa.save_pretrained(tmp_path / "qa")
+    reader = build_passage_reader(str(tmp_path / "qa"))
+    assert torch.equal(reader.answerability[1].weight, qa.answerability[1].weight)
+    fresh = build_passage_reader(str(tiny_qa_model_dir))  # a plain span model: the head starts untrained
+    assert not torch.equal(fresh.answerability[1].weight, qa.answerability[1].weight)
+    reader.save_pretrained(tmp_path / "reader")
+    back = load_passage_reader(tmp_path / "reader")
+    assert torch.equal(back.answerability[1].weight, qa.answerability[1].weight)
+    ids = torch.tensor([[2, 5, 6, 3], [2, 7, 8, 3]])
+    out = back.eval()(input_ids=ids, attention_mask=torch.ones_like(ids), passage_mask=torch.ones(1, 2, dtype=torch.bool))
+    assert out.answerability_logits.shape == (1, 2, 2)

@@ -48,11 +48,18 @@ class PassagesConfig(ArticleSplit):
               "scale 20), whose first token is trained for nothing (docs/passages.md).")
     selection_loss_weight: float = option(1.0, "Weight of the selection cross-entropy over [no answer, passages].")
     span_loss_weight: float = option(1.0, "Weight of the span loss on the positive passage.")
+    answerability_loss_weight: float = option(
+        1.0, "Weight of the answerability loss: per passage, cross-entropy of the 2-logit head against whether "
+             "it holds an answer (averaged over a question's passages). 0: the head is not trained.")
+    verifier_weight: Optional[float] = option(
+        None, "Weight v of the answerability head in the no-answer score, (1 - v) x (no-answer logit - top relevance "
+              "logit) + v x (- the top passage's has-answer log-odds). None: fitted on dev with the threshold "
+              "(the value of 0, 0.25, 0.5, 0.75, 1 with the best dev F1).")
     shared_normalization: bool = option(
         False, "Normalise start/end over the tokens of all passages of a question together (Clark and Gardner; "
                "Multi-passage BERT) instead of per passage (DPR).")
-    null_threshold: float = option(0.0, "Answer '' when the no-answer score (no-answer logit - top relevance logit) is "
-                               "above this, when the threshold is not fitted on dev.")
+    null_threshold: float = option(0.0, "Answer '' when the no-answer score (see verifier_weight) is above this, when "
+                                   "the threshold is not fitted on dev.")
     fit_threshold_on_dev: bool = option(True, "Fit the no-answer threshold that maximises F1 on the dev split (dev "
                                     "metrics use the one fitted on dev itself; test the one fitted on dev with the "
                                     "selected model).")
@@ -72,7 +79,10 @@ class PassagesConfig(ArticleSplit):
         require(self.train_top_k >= self.train_passages - 1,
               f"passages.train_top_k ({self.train_top_k}) must hold the train_passages - 1 "
               f"({self.train_passages - 1}) negatives")
-        require(min(self.selection_loss_weight, self.span_loss_weight) >= 0, "passages loss weights must be >= 0")
+        require(min(self.selection_loss_weight, self.span_loss_weight, self.answerability_loss_weight) >= 0,
+                "passages loss weights must be >= 0")
+        require(self.verifier_weight is None or 0 <= self.verifier_weight <= 1,
+                f"passages.verifier_weight must be in [0, 1] (or none: fitted on dev), got {self.verifier_weight}")
         require(self.selection_loss_weight + self.span_loss_weight > 0,
               "passages.selection_loss_weight + passages.span_loss_weight must be > 0")
         require(self.span_tsa_num_classes >= 2, f"passages.span_tsa_num_classes must be >= 2, got "

@@ -16,12 +16,16 @@ token). From the first token's final hidden state h_i of passage i:
 * the no-answer logit of the question, a small head on what all its passages say:
   n = w_n . max_i h_i + b_n (element-wise max over the question's real passages). With w_n = 0
   it is a learned scalar bias; the head lets the option depend on the passages (an unanswerable
-  SQuAD 2.0 question usually has a plausible passage that lacks the answer).
+  SQuAD 2.0 question usually has a plausible passage that lacks the answer);
+* the answerability logits [no answer, has answer] of each passage, a 2-logit head on the same
+  first-token state (the single-passage reader's verifier, tasks/qa/model.py). Built from a SQuAD 2.0
+  reader this library saved, the head starts from that reader's trained one: the no-answer decision
+  can then use a verifier trained on every labelled question of the start.
 
 The selection distribution of a question is softmax([n, r_1, ..., r_M]) (padding passages -inf):
 the no-answer option competes with the passages. The state dict uses the span model's key names
-plus ``relevance.*`` and ``no_answer.*``; ``save_pretrained`` writes one ``model.safetensors``, so
-the folder loads whole with :func:`load_passage_reader` and as a plain span model with
+plus ``relevance.*``, ``no_answer.*`` and ``answerability.*``; ``save_pretrained`` writes one
+``model.safetensors``, so the folder loads whole with :func:`load_passage_reader` and as a plain span model with
 ``AutoModelForQuestionAnswering`` (which skips the two heads).
 """
 
@@ -36,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tasks.qa.model import load_reader, span_model_from_pretrained
+from tasks.qa.model import HEAD_CONFIG as QA_HEAD_CONFIG, load_heads, load_reader, span_model_from_pretrained
 from tasks.common.heads import HeadedModel
 
 HEAD_CONFIG = "passage_reader.json"
@@ -48,6 +52,7 @@ class ReaderOutput:
     end_logits: torch.Tensor  # (B, M, T)
     relevance_logits: torch.Tensor  # (B, M)
     no_answer_logits: torch.Tensor  # (B,)
+    answerability_logits: torch.Tensor  # (B, M, 2): [no answer, has answer] per passage
 
 
 def _head(hidden: int, p: float, std: float) -> nn.Sequential:
@@ -81,6 +86,9 @@ class PassageReader(HeadedModel):
         std = getattr(cfg, "initializer_range", 0.02)
         self.relevance = _head(cfg.hidden_size, p, std)
         self.no_answer = _head(cfg.hidden_size, p, std)
+        self.answerability = nn.Sequential(nn.Dropout(p), nn.Linear(cfg.hidden_size, 2))
+        nn.init.normal_(self.answerability[1].weight, std=std)
+        nn.init.zeros_(self.answerability[1].bias)
 
     @property
     def span_model(self) -> nn.Module:
@@ -108,7 +116,8 @@ class PassageReader(HeadedModel):
             relevance = relevance.float() + self.similarity_scale * (sim - sim.max(dim=1, keepdim=True).values)
         states = first.view(B, M, -1).masked_fill(~passage_mask[..., None], torch.finfo(first.dtype).min)
         no_answer = self.no_answer(states.max(dim=1).values).squeeze(-1)  # (B,)
-        return ReaderOutput(out.start_logits.view(B, M, T), out.end_logits.view(B, M, T), relevance, no_answer)
+        return ReaderOutput(out.start_logits.view(B, M, T), out.end_logits.view(B, M, T), relevance, no_answer,
+                            self.answerability(first).view(B, M, 2))
 
     def save_pretrained(self, out_dir: str | Path) -> None:
         out = Path(out_dir)
@@ -118,19 +127,27 @@ class PassageReader(HeadedModel):
             "relevance": "relevance.1.* on the last hidden state of token 0 of each passage",
             "similarity_scale": self.similarity_scale,
             "no_answer": "no_answer.1.* on the element-wise max over a question's passages of that state",
+            "answerability": "answerability.1.* on that state of each passage: [no answer, has answer]",
             "weights": "model.safetensors"}, indent=2), encoding="utf-8")
 
 
 def build_passage_reader(name_or_path: str, dropout: Optional[float] = None, trust_remote_code: bool = False,
                          similarity_scale: Optional[float] = None) -> PassageReader:
-    """A new reader from a pretrained encoder (span, relevance and no-answer heads start untrained)."""
-    return PassageReader(span_model_from_pretrained(name_or_path, dropout, trust_remote_code), dropout,
-                         similarity_scale)
+    """A new reader from a pretrained encoder (its heads start untrained), or from a SQuAD 2.0 reader this
+    library saved (a squad_v2 run's model, a QA start): then the span and answerability heads start from
+    that reader's trained ones (relevance and no-answer heads untrained)."""
+    model = PassageReader(span_model_from_pretrained(name_or_path, dropout, trust_remote_code), dropout,
+                          similarity_scale)
+    if (Path(name_or_path) / QA_HEAD_CONFIG).is_file():
+        load_heads(model, Path(name_or_path), ("answerability",))
+    return model
 
 
 def load_passage_reader(path: str | Path, trust_remote_code: bool = False) -> PassageReader:
     """Load a reader saved by :meth:`PassageReader.save_pretrained` (with its similarity scale)."""
     model = load_reader(path, PassageReader, HEAD_CONFIG, ("relevance", "no_answer"), "passages", trust_remote_code)
     head_cfg = json.loads((Path(path) / HEAD_CONFIG).read_text(encoding="utf-8"))
+    if "answerability" in head_cfg:  # readers saved before the head existed have none (it stays untrained)
+        load_heads(model, Path(path), ("answerability",))
     model.similarity_scale = head_cfg.get("similarity_scale")
     return model

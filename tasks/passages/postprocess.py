@@ -9,10 +9,14 @@ no-answer logit n, and start/end logits over each passage's tokens:
   passages, the ``n_best`` best start and end tokens among its context tokens are paired (end >=
   start, at most ``max_answer_length`` tokens), scored start + end logit.
 * The answer span is the best span of the top-ranked passage (DPR). The no-answer score is
-  n - max_i r_i = log p(no answer) - log p(top passage) under the selection softmax (+inf when the
-  top passage has no valid span), and the final answer is "" when it is above the threshold (0:
-  the no-answer option beats the top passage). The threshold maximising F1 on dev is fitted with
-  :func:`tasks.qa.postprocess.fit_null_threshold` and applied unchanged to test.
+      (1 - v) * (n - r_top) + v * (-a_top)
+  where n - r_top = log p(no answer) - log p(top passage) under the selection softmax (r_top the
+  top passage's relevance logit), a_top the top passage's has-answer log-odds from the answerability
+  head (the single-passage reader's verifier), and v the verifier weight (0: the selection alone);
+  +inf when the top passage has no valid span. The final answer is "" when the score is above the
+  threshold. The threshold maximising F1 on dev is fitted with
+  :func:`tasks.qa.postprocess.fit_null_threshold` (and v, when not given, as the value of
+  ``VERIFIER_GRID`` whose fitted threshold gives the best dev F1), then applied unchanged to test.
 
 Metrics over the answerable questions (gold answers non-empty), with no no-answer decision:
 ``passage@k`` (a positive passage among the top k by relevance), ``em@k`` (the best span of one of
@@ -33,6 +37,7 @@ from tasks.qa.metric import exact_score, f1_score, gold_answers_for_scoring
 KS = (1, 5)
 
 
+VERIFIER_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
 FUSION_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 1e6)
 
 
@@ -94,27 +99,33 @@ def question_prediction(qid: str, passages: Sequence[dict], passage_mask: Sequen
                         no_answer: float, start_logits: np.ndarray, end_logits: np.ndarray,
                         offsets: Sequence[Sequence], n_best: int, max_answer_length: int,
                         span_passages: int, retrieval: Optional[np.ndarray] = None,
-                        weight: Optional[float] = None) -> dict:
+                        weight: Optional[float] = None, answerability: Optional[np.ndarray] = None,
+                        verifier_weight: float = 0.0) -> dict:
     """The prediction of one question. passages[i]: ``{"id", "title", "text", "has_answer"?}``;
     relevance (M,); start/end_logits (M, L); offsets[i]: character spans of passage i's tokens (None
     outside its context); retrieval (M,): the retriever's scores, fused with relevance by ``weight``
-    (:func:`fused_scores`; None: relevance alone ranks)."""
+    (:func:`fused_scores`; None: relevance alone ranks); answerability (M,): each passage's has-answer
+    log-odds, weighed in the no-answer score by ``verifier_weight``."""
     real = [i for i, m in enumerate(passage_mask) if m]
     spans = passage_spans(start_logits, end_logits, offsets, [p["text"] for p in passages], real, n_best,
                           max_answer_length)
     return decode_question(qid, passages, real, np.asarray(relevance, dtype=np.float64), float(no_answer), spans,
                            span_passages, None if retrieval is None else np.asarray(retrieval, dtype=np.float64),
-                           weight)
+                           weight, None if answerability is None else np.asarray(answerability, dtype=np.float64),
+                           verifier_weight)
 
 
 def decode_question(qid: str, passages: Sequence[dict], real: Sequence[int], relevance: np.ndarray, no_answer: float,
                     spans: Mapping[int, list], span_passages: int, retrieval: Optional[np.ndarray],
-                    weight: Optional[float]) -> dict:
+                    weight: Optional[float], answerability: Optional[np.ndarray] = None,
+                    verifier_weight: float = 0.0) -> dict:
     """Rank the real passages (:func:`ranking`), answer with the top one's best span. Returns
-    ``span_text``/``span_score`` ("" and None when it has none), ``no_answer_logit``/``no_answer_prob``/
-    ``no_answer_score`` (no-answer logit - the top passage's relevance logit), ``ranked_has_answer`` and
-    ``passages``: the top ``span_passages`` with rank, id, title, relevance, retriever score, fused
-    score, selection probability, has_answer and their spans."""
+    ``span_text``/``span_score`` ("" and None when it has none), ``no_answer_logit``/``no_answer_prob``,
+    ``selection_score`` (no-answer logit - the top passage's relevance logit), ``verifier_score`` (minus
+    the top passage's has-answer log-odds; None without ``answerability``), ``no_answer_score`` (their
+    mix by ``verifier_weight``, see the module doc), ``ranked_has_answer`` and ``passages``: the top
+    ``span_passages`` with rank, id, title, relevance, retriever score, fused score, selection
+    probability, has-answer log-odds, has_answer and their spans."""
     rel = relevance[list(real)]
     ret = retrieval[list(real)] if retrieval is not None else None
     order = [real[k] for k in ranking(rel, ret, weight)]
@@ -129,11 +140,17 @@ def decode_question(qid: str, passages: Sequence[dict], real: Sequence[int], rel
                     "relevance": float(relevance[i]),
                     "retriever_score": float(retrieval[i]) if retrieval is not None else None,
                     "fused_score": float(fused[i]) if fused else None, "selection_prob": prob_of[i],
+                    "has_answer_log_odds": float(answerability[i]) if answerability is not None else None,
                     "has_answer": bool(passages[i].get("has_answer", False)), "spans": spans[i]})
     best = top[0]["spans"][0] if top and top[0]["spans"] else None
+    selection = float(no_answer - relevance[order[0]])
+    verifier = None if answerability is None else -float(answerability[order[0]])
+    score = selection if verifier is None or verifier_weight == 0 else \
+        (1.0 - verifier_weight) * selection + verifier_weight * verifier
     return {"id": qid, "span_text": best["text"] if best else "", "span_score": best["score"] if best else None,
             "no_answer_logit": float(no_answer), "no_answer_prob": float(probs[0]),
-            "no_answer_score": float(no_answer - relevance[order[0]]) if best else math.inf,
+            "selection_score": selection, "verifier_score": verifier,
+            "no_answer_score": float(score) if best else math.inf,
             "ranked_has_answer": [bool(passages[i].get("has_answer", False)) for i in order], "passages": top}
 
 
@@ -174,9 +191,11 @@ def prediction_record(record: dict, pred: dict, threshold: float) -> dict:
     return {"id": pred["id"], "question": record["question"], "gold_answers": list(record["answers"]),
             "final_answer": final_answer(pred, threshold), "span_text": pred["span_text"],
             "span_score": r(pred["span_score"]), "no_answer_score": r(pred["no_answer_score"]),
+            "selection_score": r(pred.get("selection_score")), "verifier_score": r(pred.get("verifier_score")),
             "no_answer_prob": r(pred["no_answer_prob"]), "threshold": r(threshold),
             "passages": [{**{k: v for k, v in psg.items() if k != "spans"},
                           "relevance": r(psg["relevance"]), "selection_prob": r(psg["selection_prob"]),
                           "retriever_score": r(psg.get("retriever_score")), "fused_score": r(psg.get("fused_score")),
+                          "has_answer_log_odds": r(psg.get("has_answer_log_odds")),
                           "spans": [{**s, "score": r(s["score"])} for s in psg["spans"]]}
                          for psg in pred["passages"]]}

@@ -5,13 +5,16 @@ model: tasks/passages/model.py; prediction and metrics: tasks/passages/postproce
 
 Supervised loss of a labelled question with M passages (:func:`passage_reader_loss`):
     selection_loss_weight * CE(softmax([n, r_1..r_M]), target) + span_loss_weight * span loss
+    + answerability_loss_weight * mean over its passages of CE(answerability_i, has_answer_i)
 with target the positive passage's option, or the no-answer option n when the question has no
 positive (unanswerable). The span loss is on the positive passage only, marginalised over the
 answer's occurrences o in it: -log sum_o p_start(s_o) p_end(e_o), with start/end distributions over
 that passage's context tokens (per passage, DPR) or over the context tokens of all M passages
-together (``passages.shared_normalization``, Clark and Gardner). The two heads are separate
+together (``passages.shared_normalization``, Clark and Gardner). has_answer_i is whether passage i
+holds an answer of an answerable question (never for an unanswerable one). The heads are separate
 SupervisedTerm's, so TSA masks each on its own gold probability: selection on p(target option)
-with K = M + 1, spans on sum_o p_start(s_o) p_end(e_o) with K = ``passages.span_tsa_num_classes``.
+with K = M + 1, spans on sum_o p_start(s_o) p_end(e_o) with K = ``passages.span_tsa_num_classes``,
+answerability on the geometric mean over the passages of p(has_answer_i) with K = 2.
 A question without a span target (unanswerable, or its answer cut off by truncation) has no gold
 span: its span term's gold probability is +inf, above every TSA threshold, so TSA leaves it out of
 the span term's mean instead of counting a zero loss.
@@ -19,8 +22,8 @@ the span term's mean instead of counting a zero loss.
 Consistency training: an unlabelled question with its top ``passages.unsup_passages`` retrieved
 passages (no positive inserted: its gold is never read). The augmented view changes the question
 only; passages are the same. Compared distributions (:meth:`PassagesTask.consistency_logits`):
-the selection distribution over [no answer, passages] (one row per question), and each real
-passage's start and end distributions over the same context tokens in both views (one row per
+the selection distribution over [no answer, passages] (one row per question), each real passage's
+answerability distribution (one row per passage), and each real passage's start and end distributions over the same context tokens in both views (one row per
 passage: tasks.qa.task.consistency_views aligns the slots, the first-token slot dropped since spans here
 have no null slot; always per passage, whatever the normalisation in the supervised loss). Per
 distribution, uda.temperature sharpens the original view's target (selection: a peakier choice
@@ -45,8 +48,8 @@ from tasks.passages.config import PassagesConfig
 from tasks.passages.data import answer_occurrences, encode_pairs, first_segment_budget, first_segments, \
     load_passage_records, occurrence_tokens, pad_passages, split_records, trainable, training_passages
 from tasks.passages.model import build_passage_reader
-from tasks.passages.postprocess import (KS, decode_question, final_answer, fit_fusion_weight, passage_spans,
-                                        prediction_record, reader_metrics, retriever_scores)
+from tasks.passages.postprocess import (KS, VERIFIER_GRID, decode_question, final_answer, fit_fusion_weight,
+                                        passage_spans, prediction_record, reader_metrics, retriever_scores)
 from tasks.qa.task import align_span_logits, consistency_views
 from tasks.qa.data import require_unlabeled, start_held_out
 from tasks.qa.postprocess import fit_null_threshold
@@ -86,13 +89,16 @@ def passage_reader_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, re
                         no_answer: torch.Tensor, span_mask: torch.Tensor, passage_mask: torch.Tensor,
                         positive: torch.Tensor, occ_start: torch.Tensor, occ_end: torch.Tensor,
                         selection_weight: float, span_weight: float, shared_normalization: bool = False,
-                        span_num_classes: int = 2) -> SupervisedOutput:
+                        span_num_classes: int = 2, answerability_logits: Optional[torch.Tensor] = None,
+                        passage_has_answer: Optional[torch.Tensor] = None,
+                        answerability_weight: float = 0.0) -> SupervisedOutput:
     """Per-question loss (see the module doc) as two supervised terms.
 
     start/end_logits (B, M, T); relevance (B, M); no_answer (B,); span_mask (B, M, T) True at
     context tokens; passage_mask (B, M); positive (B,) slot of the positive passage, -1 for none
     (target: the no-answer option); occ_start/occ_end (B, O) token positions of the answer's
-    occurrences in the positive passage, -1 for none.
+    occurrences in the positive passage, -1 for none; answerability_logits (B, M, 2) and
+    passage_has_answer (B, M) for the answerability term (``answerability_weight`` > 0).
     """
     B, M, _ = start_logits.shape
     rows = torch.arange(B, device=start_logits.device)
@@ -120,6 +126,15 @@ def passage_reader_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, re
     correct = ((sel.argmax(-1) == target) & (span_right | ~has_span)).float()
     terms = [SupervisedTerm("selection", ce_sel, p_sel, M + 1, selection_weight),
              SupervisedTerm("span", span, p_span, span_num_classes, span_weight)]
+    if answerability_weight > 0:
+        if answerability_logits is None or passage_has_answer is None:
+            raise ValueError("answerability_weight > 0 needs answerability_logits and passage_has_answer")
+        ce = F.cross_entropy(answerability_logits.float().reshape(B * M, 2), passage_has_answer.reshape(-1).long(),
+                             reduction="none").view(B, M)
+        real = passage_mask.float()
+        ce_ans = (ce * real).sum(1) / real.sum(1).clamp(min=1.0)
+        per_example = per_example + answerability_weight * ce_ans
+        terms.append(SupervisedTerm("answerability", ce_ans, torch.exp(-ce_ans).detach(), 2, answerability_weight))
     return SupervisedOutput(per_example_loss=per_example, gold_prob=gold_prob, correct=correct,
                             terms=[t for t in terms if t.weight > 0])
 
@@ -232,6 +247,9 @@ class PassagesTask(Task):
             for o, (s, e) in enumerate(occurrence_tokens(feats[b * M + slot]["offsets"], spans)[:O]):
                 occ[0, b, o], occ[1, b, o] = s, e
         batch["positive"] = torch.tensor([-1 if s is None else s for s in slots], dtype=torch.long)
+        batch["passage_has_answer"] = torch.tensor(
+            [[bool(r["answers"]) and bool(c.get("has_answer", False)) for c in ps] for r, ps in zip(examples, padded)],
+            dtype=torch.bool) & passage_mask
         batch["occ_start"], batch["occ_end"] = occ[0], occ[1]
         return batch
 
@@ -260,14 +278,17 @@ class PassagesTask(Task):
         return passage_reader_loss(out.start_logits, out.end_logits, out.relevance_logits, out.no_answer_logits,
                                    batch["span_mask"], batch["passage_mask"], batch["positive"], batch["occ_start"],
                                    batch["occ_end"], self.p.selection_loss_weight, self.p.span_loss_weight,
-                                   self.p.shared_normalization, self.p.span_tsa_num_classes)
+                                   self.p.shared_normalization, self.p.span_tsa_num_classes,
+                                   out.answerability_logits, batch["passage_has_answer"],
+                                   self.p.answerability_loss_weight)
 
     def consistency_logits(self, model: torch.nn.Module, batch: dict) -> list[torch.Tensor]:
         out = model(**model_inputs(batch))
         mask = batch["passage_mask"]
         logits = [selection_logits(out.no_answer_logits, out.relevance_logits, mask)]  # (B, M + 1)
+        real = mask.reshape(-1)  # the same passages are real in both views
+        logits.append(out.answerability_logits.reshape(real.shape[0], 2)[real])  # (passages, 2)
         if self.p.span_consistency:
-            real = mask.reshape(-1)  # the same passages are real in both views
             idx, amask = batch["align_index"], batch["align_mask"]
             for x in (out.start_logits, out.end_logits):
                 logits.append(align_span_logits(x.reshape(real.shape[0], -1), idx, amask)[real])  # (passages, C)
@@ -298,8 +319,10 @@ class PassagesTask(Task):
                 def flat(x: torch.Tensor) -> torch.Tensor:  # (b, M, T) -> (b, M * L): one width for every batch
                     return F.pad(x.float(), (0, L - T), value=float("-inf")).reshape(b, M * L)
 
+                ans = out.answerability_logits.float()
                 return {"start": flat(out.start_logits), "end": flat(out.end_logits),
-                        "relevance": out.relevance_logits.float(), "no_answer": out.no_answer_logits.float()[:, None]}
+                        "relevance": out.relevance_logits.float(), "no_answer": out.no_answer_logits.float()[:, None],
+                        "answerability": ans[..., 1] - ans[..., 0]}  # (b, M) has-answer log-odds
 
             indices, outputs = run_inference(forward, length_sorted_batches(lengths, per_batch), collate, accelerator)
             rows = np.argsort(indices)
@@ -312,14 +335,33 @@ class PassagesTask(Task):
                 preds.append({"id": r["id"], "passages": padded[i], "real": real,
                               "relevance": arrays["relevance"][i].astype(np.float64),
                               "no_answer": float(arrays["no_answer"][i, 0]), "spans": spans,
+                              "answerability": arrays["answerability"][i].astype(np.float64),
                               "retrieval": retriever_scores(padded[i], real)})
         return preds
 
-    def decode(self, raw: Sequence[dict], weight: Optional[float]) -> list[dict]:
+    def decode(self, raw: Sequence[dict], weight: Optional[float], verifier_weight: float = 0.0) -> list[dict]:
         """Predictions (tasks/passages/postprocess.py) of :meth:`predict`'s outputs, the passages ranked by
-        the fused score with ``weight`` (None: by relevance alone)."""
+        the fused score with ``weight`` (None: by relevance alone), the no-answer score with the verifier
+        weighed by ``verifier_weight``."""
         return [decode_question(q["id"], q["passages"], q["real"], q["relevance"], q["no_answer"], q["spans"],
-                                self.p.span_passages, q["retrieval"], weight) for q in raw]
+                                self.p.span_passages, q["retrieval"], weight, q["answerability"], verifier_weight)
+                for q in raw]
+
+    def verifier_weight(self, dev_records: Sequence[dict], dev_raw: Sequence[dict],
+                        weight: Optional[float]) -> tuple[float, dict]:
+        """``passages.verifier_weight`` when set; else the value of ``VERIFIER_GRID`` whose dev-fitted
+        threshold gives the best dev F1 (the smallest on a tie); 0 without dev questions or threshold
+        fitting. Returns (weight, dev F1 of every weight tried)."""
+        if self.p.verifier_weight is not None:
+            return self.p.verifier_weight, {}
+        if not dev_raw or not self.p.fit_threshold_on_dev:
+            return 0.0, {}
+        tried = {}
+        for v in VERIFIER_GRID:
+            preds = self.decode(dev_raw, weight, v)
+            tried[float(v)] = self.score(dev_records, preds, self.fit_threshold(dev_records, preds))["f1"]
+        best = max(tried.values())
+        return next(v for v in tried if tried[v] == best), tried
 
     def fusion_weight(self, dev_raw: Sequence[dict]) -> tuple[Optional[float], dict]:
         """``passages.fusion_weight`` when set, else the weight fitted on dev (:func:`fit_fusion_weight`)."""
@@ -357,8 +399,9 @@ class PassagesTask(Task):
         dev_raw = raw if split == "dev" else (self.predict(model, self.dev_records, accelerator, batch_size)
                                               if self.dev_records else [])
         weight, _ = self.fusion_weight(dev_raw)
-        preds = self.decode(raw, weight)
-        dev_preds = None if split == "dev" else self.decode(dev_raw, weight)
+        verifier, _ = self.verifier_weight(examples if split == "dev" else self.dev_records, dev_raw, weight)
+        preds = self.decode(raw, weight, verifier)
+        dev_preds = None if split == "dev" else self.decode(dev_raw, weight, verifier)
         threshold = self.p.null_threshold
         if self.p.fit_threshold_on_dev:
             if split == "dev":
@@ -368,6 +411,7 @@ class PassagesTask(Task):
         metrics = self.score(examples, preds, threshold)
         if weight is not None:
             metrics["fusion_weight"] = float(weight)
+        metrics["verifier_weight"] = float(verifier)
         # the retriever's own order on the same questions: what the reader's passage@1 must not fall below
         metrics["retriever_passage@1"] = reader_metrics({r["id"]: list(r["answers"]) for r in examples},
                                                         self.decode(raw, 0.0), ks=(1,))["passage@1"]
