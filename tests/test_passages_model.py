@@ -457,6 +457,8 @@ def test_verifier_weight_is_fitted_on_dev_or_taken_from_the_config():
     records = [{"id": q["id"], "question": "?", "answers": ["gamma"] if i % 2 == 0 else []} for i, q in enumerate(raw)]
     v, tried = task.verifier_weight(records, raw, None)
     assert v == 1.0 and tried[1.0] == 100.0 and tried[0.0] < 100.0
+    assert task.score(records, task.decode(raw, None, 1.0), 0.0)["no_answer_auc"] == 100.0
+    assert task.score(records, task.decode(raw, None, 0.0), 0.0)["no_answer_auc"] == 0.0
     flipped = [dict(q, answerability=-q["answerability"]) for q in raw]  # now the selection is right: v = 0
     flipped = [dict(q, relevance=-q["relevance"]) for q in flipped]
     assert task.verifier_weight(records, flipped, None)[0] == 0.0

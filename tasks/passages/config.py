@@ -66,7 +66,7 @@ class PassagesConfig(ArticleSplit):
     span_tsa_num_classes: int = option(2, "K of the span head's TSA threshold on the gold span probability; the "
                                    "selection head's K is the number of options, train_passages + 1.")
     span_consistency: bool = option(True, "Include each passage's start and end distributions in the consistency loss "
-                                "(false: the selection distribution only).")
+                                "(false: the selection and answerability distributions only).")
     def validate(self) -> None:
         for name in ("retrieve_k", "train_passages", "train_top_k", "predict_passages", "unsup_passages",
                      "max_question_length", "max_answer_length", "max_occurrences", "n_best", "span_passages"):

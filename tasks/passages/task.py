@@ -54,7 +54,7 @@ from tasks.qa.task import align_span_logits, consistency_views
 from tasks.qa.data import require_unlabeled, start_held_out
 from tasks.qa.postprocess import fit_null_threshold
 from tasks.passages.retrieval import recall_at_k
-from tasks.qa.metric import squad_v2_metrics
+from tasks.qa.metric import roc_auc, squad_v2_metrics
 from uda.evaluation import length_sorted_batches, pad_right, run_inference
 from uda.hub import resolve_model_path
 from uda.task import SupervisedOutput, SupervisedTerm, Task, TaskData
@@ -147,7 +147,7 @@ class PassagesTask(Task):
     # checkpoints kept: the top-k by dev EM and the top-k by dev F1 (pointers best_em, best_f1)
     rank_metrics = ("em", "f1")
     selectable_metrics = ("em", "f1", "exact", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "best_exact",
-                          "best_f1", "top_f1", *(f"passage@{k}" for k in KS), *(f"em@{k}" for k in KS))
+                          "best_f1", "top_f1", "no_answer_auc", *(f"passage@{k}" for k in KS), *(f"em@{k}" for k in KS))
 
     def __init__(self) -> None:
         self.tokenizer = None
@@ -385,6 +385,10 @@ class PassagesTask(Task):
                                    span_preds={p["id"]: p["span_text"] for p in preds})
         metrics["em"] = metrics["exact"]
         metrics.update(reader_metrics(gold, preds))
+        # how well the no-answer score ranks answerable above unanswerable questions, whatever the threshold
+        auc = roc_auc([-min(p["no_answer_score"], 1e30) for p in preds], [bool(gold[p["id"]]) for p in preds])
+        if auc is not None:
+            metrics["no_answer_auc"] = 100.0 * auc
         metrics["null_threshold"] = float(threshold)
         metrics["num_examples"] = len(preds)
         return {k: float(v) for k, v in metrics.items()}
