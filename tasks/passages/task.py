@@ -23,8 +23,9 @@ Consistency training: an unlabelled question with its top ``passages.unsup_passa
 passages (no positive inserted: its gold is never read). The augmented view changes the question
 only; passages are the same. Compared distributions (:meth:`PassagesTask.consistency_logits`):
 the selection distribution over [no answer, passages] (one row per question), each real passage's
-answerability distribution (one row per passage), and each real passage's start and end distributions over the same context tokens in both views (one row per
-passage: tasks.qa.task.consistency_views aligns the slots, the first-token slot dropped since spans here
+answerability distribution (one row per passage), and each real passage's start and end
+distributions over the same context tokens in both views (one row per passage:
+tasks.qa.task.consistency_views aligns the slots, the first-token slot dropped since spans here
 have no null slot; always per passage, whatever the normalisation in the supervised loss). Per
 distribution, uda.temperature sharpens the original view's target (selection: a peakier choice
 among no-answer and passages; spans: a peakier start or end position), and uda.confidence keeps a
@@ -92,7 +93,7 @@ def passage_reader_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, re
                         span_num_classes: int = 2, answerability_logits: Optional[torch.Tensor] = None,
                         passage_has_answer: Optional[torch.Tensor] = None,
                         answerability_weight: float = 0.0) -> SupervisedOutput:
-    """Per-question loss (see the module doc) as two supervised terms.
+    """Per-question loss (see the module doc) as supervised terms: selection, span, answerability.
 
     start/end_logits (B, M, T); relevance (B, M); no_answer (B,); span_mask (B, M, T) True at
     context tokens; passage_mask (B, M); positive (B,) slot of the positive passage, -1 for none
