@@ -25,8 +25,8 @@ token). From the first token's final hidden state h_i of passage i:
 The selection distribution of a question is softmax([n, r_1, ..., r_M]) (padding passages -inf):
 the no-answer option competes with the passages. The state dict uses the span model's key names
 plus ``relevance.*``, ``no_answer.*`` and ``answerability.*``; ``save_pretrained`` writes one
-``model.safetensors``, so the folder loads whole with :func:`load_passage_reader` and as a plain span model with
-``AutoModelForQuestionAnswering`` (which skips the two heads).
+``model.safetensors``, so the folder loads whole with :func:`load_passage_reader` and as a plain
+span model with ``AutoModelForQuestionAnswering`` (which skips the three heads).
 """
 
 from __future__ import annotations
