@@ -9,6 +9,15 @@
 * **bm25**: the retriever's own ``recall@k`` on the same test questions (``recall@1``: its first
   passage holds the answer), the bar for the reader's ``passage@1``.
 
+When the run holds its per-question predictions (``predictions_dev.jsonl``, ``predictions_test.jsonl``),
+two systems that put the single-passage reader behind the multi-passage reader's ranking:
+
+* **reranked_top1_single_passage_reader**: the single-passage reader reads the passage the
+  multi-passage reader ranked first (its span and its no-answer decision, threshold fitted on dev);
+* **passages_reader_verified**: the multi-passage reader's answer, its no-answer score mixed with the
+  single-passage reader's on the same passage, (1 - u) z_reader + u z_single (each standardised by
+  its dev mean and deviation), u fitted on dev from ``MIX_GRID`` with the threshold.
+
 Both are scored with the project's official SQuAD 2.0 metric code (EM/F1, HasAns/NoAns), beside
 the reader's own test scores from the run's ``results.json``.
 
@@ -26,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -54,6 +64,70 @@ def top1_examples(records: list[dict]) -> list[dict]:
         top = r["ctxs"][0]
         out.append({"id": r["id"], "title": top.get("title", ""), "question": r["question"], "context": top["text"],
                     "answers": [{"text": a} for a in r["answers"]], "is_impossible": not r["answers"]})
+    return out
+
+
+def ranked_top1_examples(records: list[dict], predictions: dict[str, dict]) -> list[dict]:
+    """Like :func:`top1_examples`, the passage being the one the multi-passage reader ranked first
+    (``predictions[id]["passages"][0]["id"]``, looked up in the record's ``ctxs``)."""
+    out = []
+    for r in records:
+        pred = predictions.get(r["id"])
+        if pred is None or not pred["passages"]:
+            raise ValueError(f"question '{r['id']}' has no ranked passage in the run's predictions")
+        by_id = {c["id"]: c for c in r["ctxs"]}
+        top = by_id[pred["passages"][0]["id"]]
+        out.append({"id": r["id"], "title": top.get("title", ""), "question": r["question"], "context": top["text"],
+                    "answers": [{"text": a} for a in r["answers"]], "is_impossible": not r["answers"]})
+    return out
+
+
+MIX_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+_BIG = 1e6  # stands for +inf (no valid span) once standardised
+
+
+def standardiser(scores: list[float]):
+    """z-scoring by the mean and deviation of the finite scores (from dev); +inf maps to _BIG."""
+    import numpy as np
+
+    finite = np.array([s for s in scores if math.isfinite(s)], dtype=np.float64)
+    mu, sd = (float(finite.mean()), float(finite.std()) or 1.0) if len(finite) else (0.0, 1.0)
+    return lambda s: (s - mu) / sd if math.isfinite(s) else _BIG
+
+
+def verified(reader: dict[str, dict], single: dict[str, dict], u: float, z_reader, z_single) -> list[dict]:
+    """The reader's span with the mixed no-answer score (see the module doc)."""
+    out = []
+    for q, p in reader.items():
+        a, b = z_reader(p["no_answer_score"]), z_single(single[q]["no_answer_score"])
+        score = _BIG if a >= _BIG else (1.0 - u) * a + u * min(b, _BIG)
+        out.append({"id": q, "span_text": p["span_text"], "no_answer_score": score})
+    return out
+
+
+def score_answers(records: list[dict], preds: list[dict], threshold: float) -> dict[str, float]:
+    """Official SQuAD 2.0 EM/F1 of the final answers at ``threshold``, and the no-answer score's AUC."""
+    from tasks.passages.postprocess import final_answer
+    from tasks.qa.metric import roc_auc
+
+    gold = {r["id"]: list(r["answers"]) for r in records}
+    m = squad_v2_metrics(gold, {p["id"]: final_answer(p, threshold) for p in preds})
+    out = {k: float(m[k]) for k in ("exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1") if k in m}
+    auc = roc_auc([-min(p["no_answer_score"], 1e30) for p in preds], [bool(gold[p["id"]]) for p in preds])
+    if auc is not None:
+        out["no_answer_auc"] = 100.0 * auc
+    out["null_threshold"] = float(threshold)
+    return out
+
+
+def load_predictions(path: Path) -> dict[str, dict]:
+    out = {}
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            rec = json.loads(line)
+            s = rec["no_answer_score"]
+            rec["no_answer_score"] = math.inf if s is None else float(s)
+            out[rec["id"]] = rec
     return out
 
 
@@ -106,6 +180,9 @@ def main() -> None:
         "bm25": {k: (100.0 * v if k.startswith("recall@") else v) for k, v in recall_at_k(test).items()},
         "seconds": round(time.time() - t0, 1),
     }
+    if (run / "predictions_dev.jsonl").is_file() and (run / "predictions_test.jsonl").is_file():
+        results.update(reranked_systems(run, qa, model, dev, test, args))
+        results["seconds"] = round(time.time() - t0, 1)
     own = run / "results.json"
     if own.is_file():
         r = json.loads(own.read_text(encoding="utf-8"))
@@ -114,6 +191,36 @@ def main() -> None:
     if args.out:
         atomic_write_json(Path(args.out) / "results.json", results)
         print(f"wrote {Path(args.out) / 'results.json'}")
+
+
+def reranked_systems(run: Path, qa, model, dev: list[dict], test: list[dict], args) -> dict:
+    """The two systems of the module doc that read the multi-passage reader's first passage."""
+    from accelerate import Accelerator
+
+    from tasks.passages.task import PassagesTask
+    from uda.devices import kept_accelerate_state
+
+    pred = {s: load_predictions(run / f"predictions_{s}.jsonl") for s in ("dev", "test")}
+    dev_ex, test_ex = ranked_top1_examples(dev, pred["dev"]), ranked_top1_examples(test, pred["test"])
+    qa.dev_examples = dev_ex
+    with kept_accelerate_state():
+        acc = Accelerator(mixed_precision=args.precision)
+        reranked = qa.evaluate(model, test_ex, acc, args.batch, "test")
+        single = {s: {p["id"]: p for p in qa.predict(model, ex, acc, args.batch)}
+                  for s, ex in (("dev", dev_ex), ("test", test_ex))}
+    z_reader = standardiser([p["no_answer_score"] for p in pred["dev"].values()])
+    z_single = standardiser([p["no_answer_score"] for p in single["dev"].values()])
+    tried = {}
+    for u in MIX_GRID:
+        preds = verified(pred["dev"], single["dev"], u, z_reader, z_single)
+        tried[u] = score_answers(dev, preds, PassagesTask.fit_threshold(dev, preds))["f1"]
+    u = next(v for v in tried if tried[v] == max(tried.values()))
+    dev_preds = verified(pred["dev"], single["dev"], u, z_reader, z_single)
+    threshold = PassagesTask.fit_threshold(dev, dev_preds)
+    test_scores = score_answers(test, verified(pred["test"], single["test"], u, z_reader, z_single),
+                                             threshold)
+    return {"reranked_top1_single_passage_reader": {k: reranked[k] for k in _METRICS if k in reranked},
+            "passages_reader_verified": {**test_scores, "mix_weight": u, "dev_f1_by_mix_weight": tried}}
 
 
 if __name__ == "__main__":
