@@ -82,29 +82,6 @@ def ranked_top1_examples(records: list[dict], predictions: dict[str, dict]) -> l
     return out
 
 
-MIX_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-_BIG = 1e6  # stands for +inf (no valid span) once standardised
-
-
-def standardiser(scores: list[float]):
-    """z-scoring by the mean and deviation of the finite scores (from dev); +inf maps to _BIG."""
-    import numpy as np
-
-    finite = np.array([s for s in scores if math.isfinite(s)], dtype=np.float64)
-    mu, sd = (float(finite.mean()), float(finite.std()) or 1.0) if len(finite) else (0.0, 1.0)
-    return lambda s: (s - mu) / sd if math.isfinite(s) else _BIG
-
-
-def verified(reader: dict[str, dict], single: dict[str, dict], u: float, z_reader, z_single) -> list[dict]:
-    """The reader's span with the mixed no-answer score (see the module doc)."""
-    out = []
-    for q, p in reader.items():
-        a, b = z_reader(p["no_answer_score"]), z_single(single[q]["no_answer_score"])
-        score = _BIG if a >= _BIG else (1.0 - u) * a + u * min(b, _BIG)
-        out.append({"id": q, "span_text": p["span_text"], "no_answer_score": score})
-    return out
-
-
 def score_answers(records: list[dict], preds: list[dict], threshold: float) -> dict[str, float]:
     """Official SQuAD 2.0 EM/F1 of the final answers at ``threshold``, and the no-answer score's AUC."""
     from tasks.passages.postprocess import final_answer
@@ -194,33 +171,24 @@ def main() -> None:
 
 
 def reranked_systems(run: Path, qa, model, dev: list[dict], test: list[dict], args) -> dict:
-    """The two systems of the module doc that read the multi-passage reader's first passage."""
+    """The systems of the module doc that read the run's per-question predictions."""
     from accelerate import Accelerator
 
     from tasks.passages.task import PassagesTask
     from uda.devices import kept_accelerate_state
 
     pred = {s: load_predictions(run / f"predictions_{s}.jsonl") for s in ("dev", "test")}
-    dev_ex, test_ex = ranked_top1_examples(dev, pred["dev"]), ranked_top1_examples(test, pred["test"])
-    qa.dev_examples = dev_ex
+    qa.dev_examples = ranked_top1_examples(dev, pred["dev"])
     with kept_accelerate_state():
         acc = Accelerator(mixed_precision=args.precision)
-        reranked = qa.evaluate(model, test_ex, acc, args.batch, "test")
-        single = {s: {p["id"]: p for p in qa.predict(model, ex, acc, args.batch)}
-                  for s, ex in (("dev", dev_ex), ("test", test_ex))}
-    z_reader = standardiser([p["no_answer_score"] for p in pred["dev"].values()])
-    z_single = standardiser([p["no_answer_score"] for p in single["dev"].values()])
-    tried = {}
-    for u in MIX_GRID:
-        preds = verified(pred["dev"], single["dev"], u, z_reader, z_single)
-        tried[u] = score_answers(dev, preds, PassagesTask.fit_threshold(dev, preds))["f1"]
-    u = next(v for v in tried if tried[v] == max(tried.values()))
-    dev_preds = verified(pred["dev"], single["dev"], u, z_reader, z_single)
-    threshold = PassagesTask.fit_threshold(dev, dev_preds)
-    test_scores = score_answers(test, verified(pred["test"], single["test"], u, z_reader, z_single),
-                                             threshold)
-    return {"reranked_top1_single_passage_reader": {k: reranked[k] for k in _METRICS if k in reranked},
-            "passages_reader_verified": {**test_scores, "mix_weight": u, "dev_f1_by_mix_weight": tried}}
+        reranked = qa.evaluate(model, ranked_top1_examples(test, pred["test"]), acc, args.batch, "test")
+    out = {"reranked_top1_single_passage_reader": {k: reranked[k] for k in _METRICS if k in reranked}}
+    if any(p.get("reader_no_answer_score") is not None for p in pred["dev"].values()):
+        alone = {s: [{"id": q, "span_text": p["span_text"],
+                      "no_answer_score": math.inf if p.get("reader_no_answer_score") is None
+                      else float(p["reader_no_answer_score"])} for q, p in pred[s].items()] for s in pred}
+        out["passages_reader_alone"] = score_answers(test, alone["test"], PassagesTask.fit_threshold(dev, alone["dev"]))
+    return out
 
 
 if __name__ == "__main__":

@@ -120,10 +120,22 @@ def test_passages_baselines_read_the_runs_questions(tiny_qa_model_dir, tiny_squa
     assert {"exact", "f1", "HasAns_f1", "NoAns_f1", "HasAns_span_f1", "null_threshold"} <= set(top1)
     # the run's predictions are there: the single-passage reader behind the reader's ranking
     assert {"exact", "f1", "null_threshold"} <= set(res["reranked_top1_single_passage_reader"])
-    mixed = res["passages_reader_verified"]
-    assert {"exact", "f1", "no_answer_auc", "null_threshold", "mix_weight"} <= set(mixed)
-    assert mixed["mix_weight"] in [float(u) for u in mixed["dev_f1_by_mix_weight"]]
-    assert mixed["dev_f1_by_mix_weight"][str(mixed["mix_weight"])] == max(mixed["dev_f1_by_mix_weight"].values())
+    assert "passages_reader_alone" not in res  # the run has no single reader
+
+    # the squad_v2 reader as the passages reader's single reader: it re-reads each top passage and its
+    # no-answer score is mixed in with a weight fitted on dev; the baselines script scores the reader alone
+    mixed = tmp_path / "mixed"
+    run([*tiny_args(tiny_qa_model_dir, tiny_squad_file, mixed), "--uda.lambda_u", "0", "--train.max_steps", "3",
+         "--passages.single_reader", str(reader)])
+    test = json.loads((mixed / "results.json").read_text())["test"]
+    assert test["single_reader_weight"] in [k / 10 for k in range(11)]
+    recs = [json.loads(line) for line in (mixed / "predictions_test.jsonl").read_text().splitlines()]
+    assert all(r["single_reader_score"] is not None for r in recs if r["span_text"])
+    assert any(r["reader_no_answer_score"] != r["no_answer_score"] for r in recs)  # standardised and mixed
+    subprocess.run([*script, "--run", str(mixed), "--reader", str(reader), "--out", str(out)], check=True,
+                   capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    alone = json.loads((out / "results.json").read_text())["passages_reader_alone"]
+    assert {"exact", "f1", "no_answer_auc", "null_threshold"} <= set(alone)
 
     leaky = tmp_path / "leaky"  # trained on what the passages run holds out (another article split)
     run(["--task", "squad_v2", *tiny_qa_args(tiny_qa_model_dir, tiny_squad_file), "--qa.test_articles", "1",
@@ -145,22 +157,10 @@ def test_passages_baselines_read_the_runs_questions(tiny_qa_model_dir, tiny_squa
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "train_uda.py"), *args], capture_output=True,
                           text=True, env=env, cwd=REPO, timeout=600)
     assert proc.returncode != 0 and "comes from the run" in proc.stderr and str(leaky) in proc.stderr
+    for single, says in ((leaky, "comes from the run"), (tmp_path / "nowhere", "has no config.yaml")):
+        args = [*tiny_args(tiny_qa_model_dir, tiny_squad_file, tmp_path / "refused2"), "--uda.lambda_u", "0",
+                "--passages.single_reader", str(single)]
+        proc = subprocess.run([sys.executable, str(REPO / "scripts" / "train_uda.py"), *args], capture_output=True,
+                              text=True, env=env, cwd=REPO, timeout=600)
+        assert proc.returncode != 0 and says in proc.stderr and str(single) in proc.stderr
 
-
-def test_verified_no_answer_mix_ends():
-    """Mix weight 0 keeps the reader's no-answer scores' order, 1 the single-passage reader's; a question
-    without a span stays unanswered (the largest score) whatever the weight."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("passages_baselines", REPO / "benchmarks" / "passages_baselines.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    reader = {"a": {"span_text": "x", "no_answer_score": 1.0}, "b": {"span_text": "y", "no_answer_score": 3.0},
-              "c": {"span_text": "", "no_answer_score": float("inf")}}
-    single = {"a": {"no_answer_score": 5.0}, "b": {"no_answer_score": -5.0}, "c": {"no_answer_score": 0.0}}
-    z_r = mod.standardiser([p["no_answer_score"] for p in reader.values()])
-    z_s = mod.standardiser([p["no_answer_score"] for p in single.values()])
-    order = lambda u: [p["id"] for p in sorted(mod.verified(reader, single, u, z_r, z_s),  # noqa: E731
-                                               key=lambda p: p["no_answer_score"])]
-    assert order(0.0) == ["a", "b", "c"] and order(1.0) == ["b", "a", "c"]
-    assert z_r(1.0) == -1.0 and z_r(3.0) == 1.0  # standardised by the finite scores' mean and deviation

@@ -486,3 +486,31 @@ def test_a_squad_v2_start_carries_its_answerability_head_and_the_reader_saves_it
     ids = torch.tensor([[2, 5, 6, 3], [2, 7, 8, 3]])
     out = back.eval()(input_ids=ids, attention_mask=torch.ones_like(ids), passage_mask=torch.ones(1, 2, dtype=torch.bool))
     assert out.answerability_logits.shape == (1, 2, 2)
+
+
+def test_single_reader_mix_golden_numbers_and_ends():
+    """mixed_no_answer: (1 - u) z(reader) + u z(single), z by dev (mean, deviation); no span stays NO_SPAN."""
+    from tasks.passages.postprocess import NO_SPAN, mixed_no_answer, standardiser
+
+    assert standardiser([1.0, 3.0, math.inf]) == (2.0, 1.0)  # +inf left out
+    assert standardiser([2.0, 2.0]) == (2.0, 1.0) and standardiser([]) == (0.0, 1.0)
+    r_stats, s_stats = (2.0, 1.0), (0.0, 5.0)
+    assert mixed_no_answer(3.0, -5.0, 0.0, r_stats, s_stats) == 1.0
+    assert mixed_no_answer(3.0, -5.0, 1.0, r_stats, s_stats) == -1.0
+    assert mixed_no_answer(3.0, -5.0, 0.25, r_stats, s_stats) == pytest.approx(0.75 * 1.0 + 0.25 * -1.0)
+    assert mixed_no_answer(math.inf, -5.0, 0.5, r_stats, s_stats) == NO_SPAN
+    assert mixed_no_answer(3.0, math.inf, 1.0, r_stats, s_stats) == NO_SPAN
+    # u = 0 keeps the reader's order, u = 1 the single reader's
+    reader, single = [1.0, 3.0, 2.0], [4.0, -2.0, 0.0]
+    for u, want in ((0.0, [0, 2, 1]), (1.0, [1, 2, 0])):
+        scores = [mixed_no_answer(a, b, u, standardiser(reader), standardiser(single)) for a, b in zip(reader, single)]
+        assert sorted(range(3), key=lambda i: scores[i]) == want
+
+
+def test_single_reader_options_are_validated():
+    from uda.config import ConfigError, build_config
+
+    with pytest.raises(ConfigError, match="single_reader_weight must be in"):
+        build_config("passages", None, {"passages.single_reader": "x", "passages.single_reader_weight": 2})
+    with pytest.raises(ConfigError, match="needs passages.single_reader"):
+        build_config("passages", None, {"passages.single_reader_weight": 0.5})

@@ -55,6 +55,15 @@ class PassagesConfig(ArticleSplit):
         None, "Weight v of the answerability head in the no-answer score, (1 - v) x (no-answer logit - top relevance "
               "logit) + v x (- the top passage's has-answer log-odds). None: fitted on dev with the threshold "
               "(the value of 0, 0.25, 0.5, 0.75, 1 with the best dev F1).")
+    single_reader: Optional[str] = option(
+        None, "A finished --task squad_v2 run folder (the reader this one started from, say): at evaluation it "
+              "re-reads each question's top-ranked passage, and the no-answer score mixes this reader's with its "
+              "own, each standardised on dev (see single_reader_weight). It must hold out this run's dev and "
+              "test articles. None: this reader alone.")
+    single_reader_weight: Optional[float] = option(
+        None, "Weight u of the single reader in the no-answer score, (1 - u) x z(this reader's) + u x z(the single "
+              "reader's). None: fitted on dev with the threshold (0, 0.1, ..., 1: the best dev F1, the smallest on "
+              "a tie).")
     shared_normalization: bool = option(
         False, "Normalise start/end over the tokens of all passages of a question together (Clark and Gardner; "
                "Multi-passage BERT) instead of per passage (DPR).")
@@ -83,6 +92,11 @@ class PassagesConfig(ArticleSplit):
                 "passages loss weights must be >= 0")
         require(self.verifier_weight is None or 0 <= self.verifier_weight <= 1,
                 f"passages.verifier_weight must be in [0, 1] (or none: fitted on dev), got {self.verifier_weight}")
+        require(self.single_reader_weight is None or 0 <= self.single_reader_weight <= 1,
+                f"passages.single_reader_weight must be in [0, 1] (or none: fitted on dev), got "
+                f"{self.single_reader_weight}")
+        require(self.single_reader_weight is None or self.single_reader is not None,
+                "passages.single_reader_weight needs passages.single_reader (a --task squad_v2 run folder)")
         require(self.selection_loss_weight + self.span_loss_weight > 0,
               "passages.selection_loss_weight + passages.span_loss_weight must be > 0")
         require(self.span_tsa_num_classes >= 2, f"passages.span_tsa_num_classes must be >= 2, got "

@@ -17,6 +17,9 @@ no-answer logit n, and start/end logits over each passage's tokens:
   threshold. The threshold maximising F1 on dev is fitted with
   :func:`tasks.qa.postprocess.fit_null_threshold` (and v, when not given, as the value of
   ``VERIFIER_GRID`` whose fitted threshold gives the best dev F1), then applied unchanged to test.
+* With a single-passage reader (``passages.single_reader``), which re-reads the top passage, the
+  no-answer score becomes :func:`mixed_no_answer`: (1 - u) z(the score above) + u z(its no-answer
+  score), each standardised by its mean and deviation on dev, u fitted on dev from ``MIX_GRID``.
 
 Metrics over the answerable questions (gold answers non-empty), with no no-answer decision:
 ``passage@k`` (a positive passage among the top k by relevance), ``em@k`` (the best span of one of
@@ -38,6 +41,8 @@ KS = (1, 5)
 
 
 VERIFIER_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
+MIX_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+NO_SPAN = 1e6  # a standardised no-answer score for +inf (no valid span): above any fitted threshold
 FUSION_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 1e6)
 
 
@@ -60,6 +65,25 @@ def ranking(relevance: np.ndarray, retrieval: Optional[np.ndarray], weight: Opti
     key = np.asarray(relevance, dtype=np.float64) if weight is None or retrieval is None else \
         fused_scores(relevance, retrieval, weight)
     return sorted(range(len(key)), key=lambda i: (-float(key[i]), i))
+
+
+def standardiser(dev_scores: Sequence[float]) -> tuple[float, float]:
+    """(mean, deviation) of the finite scores (deviation 1 when they are all equal or there are none)."""
+    finite = np.array([s for s in dev_scores if math.isfinite(s)], dtype=np.float64)
+    if not len(finite):
+        return 0.0, 1.0
+    return float(finite.mean()), float(finite.std()) or 1.0
+
+
+def mixed_no_answer(reader: float, single: float, u: float, reader_stats: tuple[float, float],
+                    single_stats: tuple[float, float]) -> float:
+    """(1 - u) z(reader) + u z(single), z standardising by (mean, deviation); ``NO_SPAN`` when the
+    reader has no span (+inf), a single-passage score of +inf counting as ``NO_SPAN``."""
+    if not math.isfinite(reader):
+        return NO_SPAN
+    a = (reader - reader_stats[0]) / reader_stats[1]
+    b = (single - single_stats[0]) / single_stats[1] if math.isfinite(single) else NO_SPAN
+    return (1.0 - u) * a + u * b
 
 
 def retriever_scores(passages: Sequence[dict], real: Sequence[int]) -> np.ndarray:
@@ -192,6 +216,8 @@ def prediction_record(record: dict, pred: dict, threshold: float) -> dict:
             "final_answer": final_answer(pred, threshold), "span_text": pred["span_text"],
             "span_score": r(pred["span_score"]), "no_answer_score": r(pred["no_answer_score"]),
             "selection_score": r(pred.get("selection_score")), "verifier_score": r(pred.get("verifier_score")),
+            "reader_no_answer_score": r(pred.get("reader_no_answer_score")),
+            "single_reader_score": r(pred.get("single_reader_score")),
             "no_answer_prob": r(pred["no_answer_prob"]), "threshold": r(threshold),
             "passages": [{**{k: v for k, v in psg.items() if k != "spans"},
                           "relevance": r(psg["relevance"]), "selection_prob": r(psg["selection_prob"]),

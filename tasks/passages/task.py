@@ -36,6 +36,7 @@ question's top option; spans: that passage's top start or end token).
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -49,13 +50,15 @@ from tasks.passages.config import PassagesConfig
 from tasks.passages.data import answer_occurrences, encode_pairs, first_segment_budget, first_segments, \
     load_passage_records, occurrence_tokens, pad_passages, split_records, trainable, training_passages
 from tasks.passages.model import build_passage_reader
-from tasks.passages.postprocess import (KS, VERIFIER_GRID, decode_question, final_answer, fit_fusion_weight,
-                                        passage_spans, prediction_record, reader_metrics, retriever_scores)
+from tasks.passages.postprocess import (KS, MIX_GRID, VERIFIER_GRID, decode_question, final_answer, fit_fusion_weight,
+                                        mixed_no_answer, passage_spans, prediction_record, reader_metrics,
+                                        retriever_scores, standardiser)
 from tasks.qa.task import align_span_logits, consistency_views
 from tasks.qa.data import require_unlabeled, start_held_out
 from tasks.qa.postprocess import fit_null_threshold
 from tasks.passages.retrieval import recall_at_k
 from tasks.qa.metric import roc_auc, squad_v2_metrics
+from uda.data import DataError
 from uda.evaluation import length_sorted_batches, pad_right, run_inference
 from uda.hub import resolve_model_path
 from uda.task import SupervisedOutput, SupervisedTerm, Task, TaskData
@@ -161,6 +164,7 @@ class PassagesTask(Task):
         self.model_path = ""
         self.dev_records: list[dict] = []
         self.run_dir: Optional[Path] = None  # set by the training loop: the built retrieval file goes there
+        self._single: Optional[tuple] = None  # (QATask, model) of passages.single_reader, loaded when first used
 
     # ------------------------------------------------------------------ setup
     def setup(self, cfg: Any) -> TaskData:
@@ -186,6 +190,13 @@ class PassagesTask(Task):
                    + ", ".join(f"{k} {v:.3f}" for k, v in rt.items() if k.startswith("recall")))
         self.model_path = resolve_model_path(cfg.model.name_or_path)
         start_held_out(self.model_path, split["info"]["articles"])
+        if self.p.single_reader is not None:
+            single = Path(self.p.single_reader)
+            for need in ("config.yaml", "model"):
+                if not (single / need).exists():
+                    raise DataError(f"passages.single_reader '{single}' has no {need}: pass a finished --task "
+                                    f"squad_v2 run folder")
+            start_held_out(single / "model", split["info"]["articles"])
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, trust_remote_code=cfg.model.trust_remote_code)
         self.tokenizer.padding_side = "right"
         self.tsa_num_classes = self.p.span_tsa_num_classes
@@ -374,6 +385,58 @@ class PassagesTask(Task):
                                    [bool(q["passages"][j].get("has_answer", False)) for j in q["real"]])
                                   for q in dev_raw])
 
+    def single_reader_scores(self, records: Sequence[dict], raw: Sequence[dict], preds: Sequence[dict],
+                             accelerator: Any, batch_size: int) -> list[float]:
+        """The no-answer score of ``passages.single_reader`` reading each question's top-ranked passage
+        (+inf for a question without passages)."""
+        from tasks.qa.task import QATask
+
+        if self._single is None:
+            qa, model = QATask.from_run(self.p.single_reader)
+            self._single = (qa, model.to(accelerator.device).eval())
+        qa, model = self._single
+        examples, rows = [], []
+        for k, (r, q, p) in enumerate(zip(records, raw, preds)):
+            if p["passages"]:
+                top = next(psg for psg in q["passages"] if psg["id"] == p["passages"][0]["id"])
+                examples.append({"id": f"{r['id']}|{top['id']}", "title": top.get("title", ""), "question": r["question"],
+                                 "context": top["text"], "answers": [], "is_impossible": True})
+                rows.append(k)
+        scores = [math.inf] * len(preds)
+        if examples:
+            for k, single in zip(rows, qa.predict(model, examples, accelerator, batch_size)):
+                scores[k] = float(single["no_answer_score"])
+        return scores
+
+    def mix_single_reader(self, dev_records: Sequence[dict], dev_raw: Sequence[dict], dev_preds: Sequence[dict],
+                          others: Sequence[tuple[Sequence[dict], Sequence[dict], list[dict]]], accelerator: Any,
+                          batch_size: int) -> float:
+        """Rewrite the no-answer scores of ``dev_preds`` and of each (records, raw, preds) in ``others`` with
+        :func:`mixed_no_answer` (the reader's kept as ``reader_no_answer_score``, the single reader's as
+        ``single_reader_score``); u is ``passages.single_reader_weight``, or the value of ``MIX_GRID``
+        whose dev-fitted threshold gives the best dev F1 (the smallest on a tie). Returns u."""
+        groups = [(dev_records, dev_raw, dev_preds), *others]
+        for records, raw, preds in groups:
+            for p, s in zip(preds, self.single_reader_scores(records, raw, preds, accelerator, batch_size)):
+                p["reader_no_answer_score"], p["single_reader_score"] = p["no_answer_score"], s
+        stats = (standardiser([p["reader_no_answer_score"] for p in dev_preds]),
+                 standardiser([p["single_reader_score"] for p in dev_preds]))
+
+        def apply(preds: Sequence[dict], u: float) -> None:
+            for p in preds:
+                p["no_answer_score"] = mixed_no_answer(p["reader_no_answer_score"], p["single_reader_score"], u, *stats)
+
+        u = self.p.single_reader_weight
+        if u is None:
+            tried = {}
+            for v in MIX_GRID:
+                apply(dev_preds, v)
+                tried[float(v)] = self.score(dev_records, dev_preds, self.fit_threshold(dev_records, dev_preds))["f1"]
+            u = next(v for v in tried if tried[v] == max(tried.values()))
+        for _, _, preds in groups:
+            apply(preds, u)
+        return float(u)
+
     @staticmethod
     def fit_threshold(records: Sequence[dict], preds: Sequence[dict]) -> float:
         return fit_null_threshold(preds, [{"id": r["id"], "answers": [{"text": a} for a in r["answers"]]}
@@ -407,6 +470,11 @@ class PassagesTask(Task):
         verifier, _ = self.verifier_weight(examples if split == "dev" else self.dev_records, dev_raw, weight)
         preds = self.decode(raw, weight, verifier)
         dev_preds = None if split == "dev" else self.decode(dev_raw, weight, verifier)
+        mix = None
+        if self.p.single_reader is not None and (dev_raw or self.p.single_reader_weight is not None):
+            dev_records = examples if split == "dev" else self.dev_records
+            mix = self.mix_single_reader(dev_records, dev_raw, preds if split == "dev" else dev_preds,
+                                         [] if split == "dev" else [(examples, raw, preds)], accelerator, batch_size)
         threshold = self.p.null_threshold
         if self.p.fit_threshold_on_dev:
             if split == "dev":
@@ -417,6 +485,8 @@ class PassagesTask(Task):
         if weight is not None:
             metrics["fusion_weight"] = float(weight)
         metrics["verifier_weight"] = float(verifier)
+        if mix is not None:
+            metrics["single_reader_weight"] = float(mix)
         # the retriever's own order on the same questions: what the reader's passage@1 must not fall below
         metrics["retriever_passage@1"] = reader_metrics({r["id"]: list(r["answers"]) for r in examples},
                                                         self.decode(raw, 0.0), ks=(1,))["passage@1"]
