@@ -57,14 +57,17 @@ _METRICS = ("exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1
 def top1_examples(records: list[dict]) -> list[dict]:
     """Single-passage QA examples: each passage record's question with its first retrieved passage as
     the context, and the question's gold answers (scored as text, wherever the answer was found)."""
-    out = []
     for r in records:
         if not r["ctxs"]:
             raise ValueError(f"question '{r['id']}' has no retrieved passage")
-        top = r["ctxs"][0]
-        out.append({"id": r["id"], "title": top.get("title", ""), "question": r["question"], "context": top["text"],
-                    "answers": [{"text": a} for a in r["answers"]], "is_impossible": not r["answers"]})
-    return out
+    return [single_passage_example(r, r["ctxs"][0]) for r in records]
+
+
+def single_passage_example(record: dict, passage: dict) -> dict:
+    """A squad_v2 example: the record's question and gold answers, the passage as its context."""
+    return {"id": record["id"], "title": passage.get("title", ""), "question": record["question"],
+            "context": passage["text"], "answers": [{"text": a} for a in record["answers"]],
+            "is_impossible": not record["answers"]}
 
 
 def ranked_top1_examples(records: list[dict], predictions: dict[str, dict]) -> list[dict]:
@@ -76,9 +79,7 @@ def ranked_top1_examples(records: list[dict], predictions: dict[str, dict]) -> l
         if pred is None or not pred["passages"]:
             raise ValueError(f"question '{r['id']}' has no ranked passage in the run's predictions")
         by_id = {c["id"]: c for c in r["ctxs"]}
-        top = by_id[pred["passages"][0]["id"]]
-        out.append({"id": r["id"], "title": top.get("title", ""), "question": r["question"], "context": top["text"],
-                    "answers": [{"text": a} for a in r["answers"]], "is_impossible": not r["answers"]})
+        out.append(single_passage_example(r, by_id[pred["passages"][0]["id"]]))
     return out
 
 
