@@ -79,7 +79,9 @@ def ranked_top1_examples(records: list[dict], predictions: dict[str, dict]) -> l
         if pred is None or not pred["passages"]:
             raise ValueError(f"question '{r['id']}' has no ranked passage in the run's predictions")
         by_id = {c["id"]: c for c in r["ctxs"]}
-        out.append(single_passage_example(r, by_id[pred["passages"][0]["id"]]))
+        top = by_id[pred["passages"][0]["id"]]
+        # an id of its own: the reader caches features by example ids, and BM25's top passage had these
+        out.append({**single_passage_example(r, top), "id": f"{r['id']}|{top['id']}"})
     return out
 
 

@@ -164,3 +164,19 @@ def test_passages_baselines_read_the_runs_questions(tiny_qa_model_dir, tiny_squa
                               text=True, env=env, cwd=REPO, timeout=600)
         assert proc.returncode != 0 and says in proc.stderr and str(single) in proc.stderr
 
+
+
+def test_ranked_top1_examples_read_the_readers_first_passage():
+    """The reranked baseline reads the passage the reader ranked first, under an id of its own (the
+    single-passage reader caches features by example ids, and BM25's first passage had the question's)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("passages_baselines", REPO / "benchmarks" / "passages_baselines.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rec = {"id": "q1", "question": "who?", "answers": ["Ann"],
+           "ctxs": [{"id": "p1", "title": "A", "text": "Bob."}, {"id": "p2", "title": "B", "text": "Ann."}]}
+    [bm25] = mod.top1_examples([rec])
+    [ranked] = mod.ranked_top1_examples([rec], {"q1": {"passages": [{"id": "p2"}, {"id": "p1"}]}})
+    assert (bm25["id"], bm25["context"]) == ("q1", "Bob.")
+    assert (ranked["id"], ranked["context"], ranked["answers"]) == ("q1|p2", "Ann.", [{"text": "Ann"}])
