@@ -399,8 +399,10 @@ class PassagesTask(Task):
         for k, (r, q, p) in enumerate(zip(records, raw, preds)):
             if p["passages"]:
                 top = next(psg for psg in q["passages"] if psg["id"] == p["passages"][0]["id"])
-                examples.append({"id": f"{r['id']}|{top['id']}", "title": top.get("title", ""), "question": r["question"],
-                                 "context": top["text"], "answers": [], "is_impossible": True})
+                # an id per (question, passage): the single reader caches features by example ids
+                examples.append({"id": f"{r['id']}|{top['id']}", "title": top.get("title", ""),
+                                 "question": r["question"], "context": top["text"], "answers": [],
+                                 "is_impossible": True})
                 rows.append(k)
         scores = [math.inf] * len(preds)
         if examples:
