@@ -9,14 +9,12 @@
 * **bm25**: the retriever's own ``recall@k`` on the same test questions (``recall@1``: its first
   passage holds the answer), the bar for the reader's ``passage@1``.
 
-When the run holds its per-question predictions (``predictions_dev.jsonl``, ``predictions_test.jsonl``),
-two systems that put the single-passage reader behind the multi-passage reader's ranking:
+When the run holds its per-question predictions (``predictions_dev.jsonl``, ``predictions_test.jsonl``):
 
 * **reranked_top1_single_passage_reader**: the single-passage reader reads the passage the
   multi-passage reader ranked first (its span and its no-answer decision, threshold fitted on dev);
-* **passages_reader_verified**: the multi-passage reader's answer, its no-answer score mixed with the
-  single-passage reader's on the same passage, (1 - u) z_reader + u z_single (each standardised by
-  its dev mean and deviation), u fitted on dev from ``MIX_GRID`` with the threshold.
+* **passages_reader_alone**, for a run with ``--passages.single_reader``: the multi-passage reader's
+  answers with its own no-answer score (``reader_no_answer_score``), the threshold fitted on dev.
 
 Both are scored with the project's official SQuAD 2.0 metric code (EM/F1, HasAns/NoAns), beside
 the reader's own test scores from the run's ``results.json``.

@@ -368,9 +368,15 @@ class PassagesTask(Task):
             return self.p.verifier_weight, {}
         if not dev_raw or not self.p.fit_threshold_on_dev:
             return 0.0, {}
+        return self.fit_on_dev(dev_records, VERIFIER_GRID, lambda v: self.decode(dev_raw, weight, v))
+
+    def fit_on_dev(self, dev_records: Sequence[dict], grid: Sequence[float],
+                   dev_preds_for: Any) -> tuple[float, dict]:
+        """The value of ``grid`` whose dev predictions (``dev_preds_for(value)``), at their dev-fitted
+        threshold, give the best dev F1, the smallest on a tie. Returns (value, dev F1 of each)."""
         tried = {}
-        for v in VERIFIER_GRID:
-            preds = self.decode(dev_raw, weight, v)
+        for v in grid:
+            preds = dev_preds_for(v)
             tried[float(v)] = self.score(dev_records, preds, self.fit_threshold(dev_records, preds))["f1"]
         best = max(tried.values())
         return next(v for v in tried if tried[v] == best), tried
@@ -424,17 +430,14 @@ class PassagesTask(Task):
         stats = (standardiser([p["reader_no_answer_score"] for p in dev_preds]),
                  standardiser([p["single_reader_score"] for p in dev_preds]))
 
-        def apply(preds: Sequence[dict], u: float) -> None:
+        def apply(preds: Sequence[dict], u: float) -> Sequence[dict]:
             for p in preds:
                 p["no_answer_score"] = mixed_no_answer(p["reader_no_answer_score"], p["single_reader_score"], u, *stats)
+            return preds
 
         u = self.p.single_reader_weight
         if u is None:
-            tried = {}
-            for v in MIX_GRID:
-                apply(dev_preds, v)
-                tried[float(v)] = self.score(dev_records, dev_preds, self.fit_threshold(dev_records, dev_preds))["f1"]
-            u = next(v for v in tried if tried[v] == max(tried.values()))
+            u, _ = self.fit_on_dev(dev_records, MIX_GRID, lambda v: apply(dev_preds, v))
         for _, _, preds in groups:
             apply(preds, u)
         return float(u)
