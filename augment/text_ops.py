@@ -309,19 +309,10 @@ def _is_word(token: str) -> bool:
     return any(ch.isalnum() for ch in token)
 
 
-def protected_mask(tokens: Sequence[str], gaps: Sequence[str] | None = None) -> list[bool]:
-    """Which of ``tokens`` (words and punctuation marks in their original case, in text order) are
-    protected. ``gaps[i]`` is the text between token ``i - 1`` and token ``i`` ("" when they touch,
-    ``gaps[0]`` what precedes the first token); None: the tokens are separated by single spaces."""
+def _word_groups(tokens: Sequence[str], gaps: Sequence[str]) -> list[tuple[int, int]]:
+    """The words as token ranges ``(start, end)``: a word token and the "'"+word pieces touching it
+    ("don", "'", "t" -> "don't")."""
     n = len(tokens)
-    if n == 0 and not gaps:
-        return []
-    if gaps is None:
-        gaps = [""] + [" "] * (n - 1)
-    if len(gaps) != n:
-        raise ValueError(f"protected_mask: {n} tokens but {len(gaps)} gaps")
-    mask = [False] * n
-    # 1. words: a word token and "'"+word pieces touching it ("don", "'", "t" -> "don't")
     groups: list[tuple[int, int]] = []
     i = 0
     while i < n:
@@ -334,7 +325,13 @@ def protected_mask(tokens: Sequence[str], gaps: Sequence[str] | None = None) -> 
             i = j
         else:
             i += 1
-    words = ["".join(tokens[s:e]) for s, e in groups]
+    return groups
+
+
+def _sentence_initial(tokens: Sequence[str], gaps: Sequence[str], groups: list[tuple[int, int]],
+                      words: list[str]) -> list[bool]:
+    """For each word of ``groups``, whether it starts a sentence (or a line)."""
+    n = len(tokens)
     group_ending_at = {e - 1: g for g, (s, e) in enumerate(groups)}
 
     def ends_sentence(k: int) -> bool:
@@ -349,7 +346,6 @@ def protected_mask(tokens: Sequence[str], gaps: Sequence[str] | None = None) -> 
                 return False
         return True
 
-    # 2. which words start a sentence
     initial = [False] * len(groups)
     at_start = True
     g = 0
@@ -362,7 +358,12 @@ def protected_mask(tokens: Sequence[str], gaps: Sequence[str] | None = None) -> 
             g += 1
         elif tokens[k] in SENTENCE_END and ends_sentence(k):
             at_start = True
-    # 3. upper-case initialisms written without spaces: U.S., U.K., J.R.R.
+    return initial
+
+
+def _initialisms(tokens: Sequence[str], gaps: Sequence[str], groups: list[tuple[int, int]]) -> set[int]:
+    """The tokens of upper-case initialisms written without spaces: U.S., U.K., J.R.R."""
+    n = len(tokens)
     in_initialism: set[int] = set()
     for g, (s, e) in enumerate(groups):
         if e - s == 1 and len(tokens[s]) == 1 and tokens[s].isupper():
@@ -373,16 +374,14 @@ def protected_mask(tokens: Sequence[str], gaps: Sequence[str] | None = None) -> 
                 in_initialism.update((s, s + 1, s + 2))
                 if s + 3 < n and tokens[s + 3] == "." and gaps[s + 3] == "":
                     in_initialism.add(s + 3)
-    # 4. judge the words; a capitalised word seen mid-sentence is a name at a sentence start as well
-    names = {words[g].lower() for g in range(len(groups)) if not initial[g] and is_protected(words[g])}
-    for g, (s, e) in enumerate(groups):
-        word = words[g]
-        if s in in_initialism or is_protected(word, initial[g] and word.lower() not in names):
-            for k in range(s, e):
-                mask[k] = True
-    for k in in_initialism:
-        mask[k] = True
-    # 5. punctuation of a number: "1,880", "3.5", "1880-1890", "$5", "20%"
+    return in_initialism
+
+
+def _protect_punctuation(tokens: Sequence[str], gaps: Sequence[str], mask: list[bool]) -> None:
+    """Protect, in ``mask``, the punctuation of a number ("1,880", "3.5", "1880-1890", "$5", "20%"), then
+    a punctuation mark joining two protected words ("Kent-Brown", "AT&T")."""
+    n = len(tokens)
+
     def number_before(k: int) -> bool:
         return k > 0 and gaps[k] == "" and any(c.isdigit() for c in tokens[k - 1])
 
@@ -393,11 +392,38 @@ def protected_mask(tokens: Sequence[str], gaps: Sequence[str] | None = None) -> 
         if not mask[k] and ((tokens[k] in NUMBER_SEPARATORS and number_before(k) and number_after(k))
                             or (tokens[k] in NUMBER_SIGNS and (number_before(k) or number_after(k)))):
             mask[k] = True
-    # 6. a punctuation mark joining two protected words: "Kent-Brown", "AT&T"
     for k in range(1, n - 1):
         if (not mask[k] and not _is_word(tokens[k]) and gaps[k] == "" and gaps[k + 1] == "" and mask[k - 1]
                 and mask[k + 1] and _is_word(tokens[k - 1]) and _is_word(tokens[k + 1])):
             mask[k] = True
+
+
+def protected_mask(tokens: Sequence[str], gaps: Sequence[str] | None = None) -> list[bool]:
+    """Which of ``tokens`` (words and punctuation marks in their original case, in text order) are
+    protected. ``gaps[i]`` is the text between token ``i - 1`` and token ``i`` ("" when they touch,
+    ``gaps[0]`` what precedes the first token); None: the tokens are separated by single spaces."""
+    n = len(tokens)
+    if n == 0 and not gaps:
+        return []
+    if gaps is None:
+        gaps = [""] + [" "] * (n - 1)
+    if len(gaps) != n:
+        raise ValueError(f"protected_mask: {n} tokens but {len(gaps)} gaps")
+    groups = _word_groups(tokens, gaps)
+    words = ["".join(tokens[s:e]) for s, e in groups]
+    initial = _sentence_initial(tokens, gaps, groups, words)
+    in_initialism = _initialisms(tokens, gaps, groups)
+    # a capitalised word seen mid-sentence is a name at a sentence start as well
+    names = {words[g].lower() for g in range(len(groups)) if not initial[g] and is_protected(words[g])}
+    mask = [False] * n
+    for g, (s, e) in enumerate(groups):
+        word = words[g]
+        if s in in_initialism or is_protected(word, initial[g] and word.lower() not in names):
+            for k in range(s, e):
+                mask[k] = True
+    for k in in_initialism:
+        mask[k] = True
+    _protect_punctuation(tokens, gaps, mask)
     return mask
 
 

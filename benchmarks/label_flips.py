@@ -56,7 +56,7 @@ def predict(model: torch.nn.Module, tokenizer, texts: list[str], max_length: int
 
 def augment_copies(spec: str, texts: list[str], pool: list[str], seed: int) -> tuple[str, list[str]]:
     from augment.build import build_augmenter
-    from uda.config import AugmentConfig
+    from augment.config import AugmentConfig
 
     parts = spec.split(":")
     cfg = AugmentConfig(method=parts[0], p=float(parts[1]) if len(parts) > 1 else None,

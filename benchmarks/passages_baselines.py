@@ -3,7 +3,7 @@
 
 * **BM25 top-1 + single-passage reader**: each question's first retrieved passage, read by a reader
   trained with ``--task squad_v2`` (span head, answerability head, the no-answer decision of
-  tasks/qa/postprocess.py), its no-answer threshold fitted on the run's dev questions read the same
+  tasks/common/spans.py), its no-answer threshold fitted on the run's dev questions read the same
   way, then applied to test;
 * **answer-nothing**: "" for every question;
 * **bm25**: the retriever's own ``recall@k`` on the same test questions (``recall@1``: its first
@@ -35,6 +35,7 @@ import argparse
 import json
 import math
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,11 +43,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tasks  # noqa: E402,F401 (registers the built-in tasks)
 from tasks.passages.retrieval import recall_at_k  # noqa: E402
-from tasks.qa.data import start_held_out  # noqa: E402
-from tasks.qa.metric import squad_v2_metrics  # noqa: E402
+from tasks.common.squad import start_held_out  # noqa: E402
+from tasks.common.squad_metric import squad_v2_metrics  # noqa: E402
 from uda.config import build_config  # noqa: E402
 from uda.data import DataError  # noqa: E402
 from uda.io import atomic_write_json  # noqa: E402
+from uda.task import RunContext  # noqa: E402
 
 _METRICS = ("exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "HasAns_span_f1",
             "answerability_accuracy", "answerability_auc", "null_threshold")
@@ -85,11 +87,11 @@ def ranked_top1_examples(records: list[dict], predictions: dict[str, dict]) -> l
 
 def score_answers(records: list[dict], preds: list[dict], threshold: float) -> dict[str, float]:
     """Official SQuAD 2.0 EM/F1 of the final answers at ``threshold``, and the no-answer score's AUC."""
-    from tasks.passages.postprocess import final_answer
-    from tasks.qa.metric import roc_auc
+    from tasks.common.spans import decide
+    from tasks.common.squad_metric import roc_auc
 
     gold = {r["id"]: list(r["answers"]) for r in records}
-    m = squad_v2_metrics(gold, {p["id"]: final_answer(p, threshold) for p in preds})
+    m = squad_v2_metrics(gold, {p["id"]: decide(p, threshold) for p in preds})
     out = {k: float(m[k]) for k in ("exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1") if k in m}
     auc = roc_auc([-min(p["no_answer_score"], 1e30) for p in preds], [bool(gold[p["id"]]) for p in preds])
     if auc is not None:
@@ -140,8 +142,9 @@ def main() -> None:
         sys.exit(f"error: {e}")
     t0 = time.time()
     pcfg = build_config("passages", str(run / "config.yaml"), {"output_dir": str(run)})
-    passages = PassagesTask()  # run_dir stays None: the run's built retrieval file is not rewritten
-    data = passages.setup(pcfg)
+    passages = PassagesTask()
+    with tempfile.TemporaryDirectory() as scratch:  # the run's own built retrieval file is not rewritten
+        data = passages.setup(pcfg, RunContext(Path(scratch), wants_unlabeled=pcfg.uda.lambda_u > 0))
     dev, test = list(data.dev), list(data.test)
 
     qa, model = QATask.from_run(reader)

@@ -121,9 +121,9 @@ def child(spec: dict) -> dict:
     setup = task.setup
     peak, stop = sampled_peaks()
 
-    def timed_setup(c):
+    def timed_setup(c, run):
         t = time.perf_counter()
-        data = setup(c)
+        data = setup(c, run)
         out.update(setup_s=round(time.perf_counter() - t, 2), rss_after_setup_mib=round(peak_rss_mib(), 1),
                    anon_after_setup_mib=round(peak["RssAnon"], 1), pool=len(data.unlabeled))
         return data

@@ -30,11 +30,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tasks  # noqa: E402,F401 (registers the built-in tasks)
-from tasks.qa.task import QATask, model_inputs  # noqa: E402
-from tasks.qa.data import collate_features  # noqa: E402
-from tasks.qa.model import build_qa_model, load_qa_model  # noqa: E402
+from tasks.common.qa_reader import build_qa_model, load_qa_model, model_inputs  # noqa: E402
+from tasks.common.windows import collate_features  # noqa: E402
+from tasks.qa.task import QATask  # noqa: E402
 from uda.config import build_config  # noqa: E402
 from uda.io import atomic_write_json  # noqa: E402
+from uda.task import RunContext  # noqa: E402
 
 
 def states(task: QATask, model: torch.nn.Module, feats: list, idx: list, batch: int = 32) -> tuple:
@@ -69,7 +70,7 @@ def main() -> None:
     run = Path(args.run)
     cfg = build_config("squad_v2", str(run / "config.yaml"), {"output_dir": str(run)})
     task = QATask()
-    data = task.setup(cfg)
+    data = task.setup(cfg, RunContext(run, wants_unlabeled=cfg.uda.lambda_u > 0))  # QA writes no files
     rng = np.random.default_rng(args.seed)
     train = data.train
     pos = [i for i, f in enumerate(train) if f["answerable"] == 1]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Dev metrics of a QA-shaped start before any labelled training: the reader that ``uda-qa-start``
-built (or, for a run still going, its latest checkpoint) read zero-shot on the dev articles of the
+built (or, for a run still going, its latest checkpoint's) read zero-shot on the dev articles of the
 squad_v2 split (never the test articles), with the no-answer threshold at its best on dev.
 
     python benchmarks/qa_start_dev.py --start runs/qa_start --data ../shared/data/squad_v2/dev-v2.0.json \\
@@ -20,41 +20,31 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tasks  # noqa: E402,F401 (registers the built-in tasks)
 from uda.config import build_config  # noqa: E402
 from uda.io import atomic_write_json  # noqa: E402
+from uda.task import RunContext  # noqa: E402
 
 METRICS = ("best_f1", "f1", "HasAns_span_f1", "HasAns_span_exact", "answerability_accuracy", "answerability_auc",
            "num_examples")
 
 
-def start_model_folder(start: Path, scratch: Path) -> tuple[Path, int]:
-    """(a model folder to read, the step it holds): ``start/model`` when the run has finished, else its
-    ``checkpoint.pt`` laid over the encoder it started from, saved into ``scratch``."""
-    import torch
-    from transformers import AutoTokenizer
-
-    from tasks.qa.model import build_qa_model
-    from tasks.qa.start import add_question_token
-    from uda.hub import resolve_model_path
+def start_model_folder(start: Path) -> tuple[Path, int]:
+    """(a model folder to read, the step it holds): ``start/model`` when the run has finished (the step
+    selected on the held-out synthetic questions), else its latest checkpoint's model."""
+    from uda import checkpoint
 
     if (start / "model" / "config.json").is_file():
         results = json.loads((start / "results.json").read_text(encoding="utf-8"))
-        return start / "model", int(results["steps"])
-    if not (start / "checkpoint.pt").is_file():
-        sys.exit(f"error: '{start}' has neither model/ nor checkpoint.pt: pass a uda-qa-start output folder")
-    settings = json.loads((start / "settings.json").read_text(encoding="utf-8"))
-    base = resolve_model_path(settings["model"])
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    model = build_qa_model(base)
-    add_question_token(tokenizer, model)
-    ck = torch.load(start / "checkpoint.pt", map_location="cpu", weights_only=False)
-    model.load_state_dict(ck["model"])
-    model.save_pretrained(scratch)
-    tokenizer.save_pretrained(scratch)
-    return scratch, int(ck["step"])
+        return start / "model", int(results["selected_model"]["step"])
+    last = checkpoint.latest(start / "checkpoints")
+    if last is None:
+        sys.exit(f"error: '{start}' has neither model/ nor a checkpoint: pass a uda-qa-start output folder")
+    return last.path / checkpoint.MODEL_DIR, last.step
 
 
 def dev_metrics(model_path: str, args: argparse.Namespace) -> dict:
@@ -66,7 +56,7 @@ def dev_metrics(model_path: str, args: argparse.Namespace) -> dict:
     cfg = build_config("squad_v2", args.config, {"data.path": args.data, "model.name_or_path": model_path,
                                                   "uda.lambda_u": 0, "data.num_labeled": 0})
     task = QATask()
-    data = task.setup(cfg)
+    data = task.setup(cfg, RunContext(Path(tempfile.gettempdir()), wants_unlabeled=False))  # QA writes no files
     model = task.build_model(cfg).eval()
     with kept_accelerate_state():
         acc = Accelerator(mixed_precision="no")
@@ -84,12 +74,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="folder for results.json (default: print only)")
     args = ap.parse_args()
     t0 = time.time()
-    with tempfile.TemporaryDirectory() as scratch:
-        folder, step = start_model_folder(args.start, Path(scratch))
-        results = {"start": args.start.name, "step": step, "dev": dev_metrics(str(folder), args)}
-    if args.baseline:
-        settings = json.loads((args.start / "settings.json").read_text(encoding="utf-8"))
-        results["plain_encoder_dev"] = dev_metrics(settings["model"], args)
+    folder, step = start_model_folder(args.start)
+    results = {"start": args.start.name, "step": step, "dev": dev_metrics(str(folder), args)}
+    if args.baseline:  # the encoder the start began from, as its run's config.yaml names it
+        start_cfg = yaml.safe_load((args.start / "config.yaml").read_text(encoding="utf-8"))
+        results["plain_encoder_dev"] = dev_metrics(start_cfg["model"]["name_or_path"], args)
     results["seconds"] = round(time.time() - t0, 1)
     print(json.dumps(results, indent=2))
     if args.out:

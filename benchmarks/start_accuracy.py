@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import tasks  # noqa: E402,F401 (registers the built-in tasks)
 from uda.config import build_config, parse_cli  # noqa: E402
 from uda.io import atomic_write_json  # noqa: E402
-from uda.task import get_task  # noqa: E402
+from uda.task import RunContext, get_task  # noqa: E402
 
 
 def start_accuracy(task_name: str, config_file: str | None, overrides: dict) -> dict:
@@ -34,7 +35,8 @@ def start_accuracy(task_name: str, config_file: str | None, overrides: dict) -> 
 
     cfg = build_config(task_name, config_file, {**overrides, "report_to": "none"})
     task = get_task(task_name)
-    data = task.setup(cfg)
+    with tempfile.TemporaryDirectory() as scratch:  # files a task builds in setup are not kept
+        data = task.setup(cfg, RunContext(Path(scratch), wants_unlabeled=cfg.uda.lambda_u > 0))
     model = task.build_model(cfg).eval()
     metrics = task.evaluate(model, data.dev, Accelerator(cpu=True), cfg.train.eval_batch_size, "dev")
     return {"seed": cfg.seed, "dev": metrics, "labeled_ids": [e["id"] for e in data.train]}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Training and evaluation throughput of the library against a bare PyTorch loop, in one process.
 
-    python benchmarks/throughput.py --model minilm --data ../shared/data/imdb --steps 12 --rounds 3 --out results/throughput
+    python benchmarks/throughput.py --model minilm --data ../shared/data/imdb --out benchmarks/results/throughput
 
 What is compared (same model, same batch shapes, same device, same dtype):
 - library UDA step: ``uda.train.train`` for N steps (collation with tokenisation and TF-IDF
@@ -86,8 +86,9 @@ def library_step_times(args, uda: bool, out: Path) -> tuple[list[float], list[fl
     (warm-up) dropped, and the run's wall time."""
     import tasks  # noqa: F401 (registers the built-in tasks)
     from uda.config import build_config
+    from uda.metrics_log import MetricsLogger
     from uda.task import get_task
-    from uda.train import MetricsLogger, train
+    from uda.train import train
 
     run = out / ("lib_uda" if uda else "lib_sup")
     log_every = 1  # every step timed (the logging is counted in the library's time)
@@ -200,11 +201,22 @@ def _lower_quartile(xs: list[float]) -> float:
     return statistics.quantiles(xs, n=4)[0]
 
 
+def _cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo ('' where there is none)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="minilm")
     ap.add_argument("--data", default=os.environ.get("UDA_DATA_PATH", str(Path(__file__).resolve().parents[2] / "shared/data/imdb")))
-    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=10, help="timed training steps per round (default: 10)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--ratio", type=int, default=3)
     ap.add_argument("--max_length", type=int, default=128)
@@ -212,7 +224,7 @@ def main() -> None:
     ap.add_argument("--eval_examples", type=int, default=512)
     ap.add_argument("--eval_lengths", type=int, nargs="+", default=[128, 512],
                     help="max lengths at which evaluation is measured (default: 128 512)")
-    ap.add_argument("--rounds", type=int, default=3, help="library/bare training measurements taken in turn (default: 3)")
+    ap.add_argument("--rounds", type=int, default=5, help="library/bare training measurements taken in turn (default: 5: 50 timed steps of each)")
     ap.add_argument("--eval_rounds", type=int, default=5, help="library/bare evaluation timings taken in turn (default: 5)")
     ap.add_argument("--out", default="results/throughput")
     args = ap.parse_args()
@@ -237,8 +249,11 @@ def main() -> None:
     aug = TfIdfWordReplacement(fit_tfidf_stats(texts), 0.3)
     texts_a = aug(texts, np.random.default_rng(0))
 
+    from uda.devices import cpu_has_native_bf16
+
     results = {"machine": {"cpu_threads": torch.get_num_threads(), "torch": torch.__version__,
-                           "device": "cuda" if torch.cuda.is_available() else "cpu"}, "settings": vars(args)}
+                           "device": "cuda" if torch.cuda.is_available() else "cpu", "cpu": _cpu_name(),
+                           "cpu_native_bf16": cpu_has_native_bf16()}, "settings": vars(args)}
     for uda in (True, False):
         lib_times, bare_times, lib_cpu, bare_cpu, walls = [], [], [], [], []
         for _ in range(args.rounds):  # library and bare loop in turn, so that both meet the same machine
@@ -272,7 +287,10 @@ def main() -> None:
 
         results["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     (out / "results.json").write_text(json.dumps(results, indent=2))
-    md = [f"Library and bare loop in turn, {args.rounds} rounds of {args.steps} training steps and {args.eval_rounds} "
+    m = results["machine"]
+    md = [f"{m['cpu'] or m['device']}, {m['cpu_threads']} torch threads, native bf16: {m['cpu_native_bf16']}, "
+          f"precision {args.precision}.", "",
+          f"Library and bare loop in turn, {args.rounds} rounds of {args.steps} training steps and {args.eval_rounds} "
           "evaluation timings each; ratio: of the median step / evaluation times pooled over the rounds "
           "(every step and timing in results.json).", "",
           "| measurement | library (ex/s, median) | bare PyTorch (ex/s, median) | ratio | lower-quartile (training) / fastest (evaluation) ratio | CPU-time ratio (medians) |",

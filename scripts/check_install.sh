@@ -83,8 +83,8 @@ whl, src = sys.argv[1], Path(sys.argv[2])
 names = set(zipfile.ZipFile(whl).namelist())
 errors = []
 configs = sorted(p.relative_to(src / "configs").as_posix() for p in (src / "configs").rglob("*.yaml"))
-wanted = ["uda/__init__.py", "augment/__init__.py", "tasks/__init__.py", "tasks/cli.py", "tasks/compare.py",
-          "tasks/text/setfit_baseline.py", "uda/configs/imdb.yaml",
+wanted = ["uda/__init__.py", "augment/__init__.py", "tasks/__init__.py", "tasks/cli.py", "uda_compare/__init__.py",
+          "uda_compare/cli.py", "uda_compare/setfit_baseline.py", "uda/configs/imdb.yaml",
           "uda/configs/text_classification.yaml", "uda/configs/recipes/imdb_cpu.yaml"]
 for want in wanted + [f"uda/configs/{c}" for c in configs if f"uda/configs/{c}" not in wanted]:
     if want not in names:
@@ -94,7 +94,7 @@ for bad in ("tests/", "configs/", "benchmarks/", "scripts/"):
         errors.append(f"unexpected top-level {bad} in the wheel")
 ep = next((zipfile.ZipFile(whl).read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt")), "")
 for cmd in ("uda-train = tasks.cli:train_main", "uda-augment = tasks.cli:augment_main",
-            "uda-qa-start = tasks.qa.start:main", "uda-compare = tasks.compare:main"):
+            "uda-qa-start = tasks.qa.start:main", "uda-compare = uda_compare.cli:main"):
     if cmd not in ep:
         errors.append(f"entry point missing: {cmd}")
 if errors:
@@ -131,9 +131,9 @@ step "the installed packages come from the venv, not the checkout"
 "$VPY" - "$ROOT" <<'EOF'
 import sys
 from pathlib import Path
-import augment, tasks, uda, uda.config
+import augment, tasks, uda, uda.config, uda_compare
 root = Path(sys.argv[1]).resolve()
-for m in (uda, augment, tasks, uda.config):
+for m in (uda, augment, tasks, uda_compare, uda.config):
     f = Path(m.__file__).resolve()
     if root in f.parents or "site-packages" not in f.parts:
         sys.exit(f"{m.__name__} imported from {f}, not from the venv's site-packages")

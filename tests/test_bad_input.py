@@ -433,7 +433,7 @@ def test_bad_input_stops_uda_augment_before_work(kind, tmp_path, capsys, monkeyp
 def test_bad_input_stale_run_lock_is_taken_over_and_released(tmp_path, capsys):
     """A lock left by a process that no longer runs (killed with SIGKILL) is taken over with a warning;
     the folder is the run's while it runs and free after it."""
-    from uda.train import LOCK_FILE, run_lock
+    from uda.rundir import LOCK_FILE, run_lock
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     run = tmp_path / "run"

@@ -1,4 +1,4 @@
-"""uda/checkpoint.py and the run-folder rules of uda/train.py, without training: atomic saves,
+"""uda/checkpoint.py and the run-folder rules of uda/rundir.py, without training: atomic saves,
 pointers, top-k pruning, weights_only loading, RNG round trips, resume decisions, log truncation."""
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ import torch
 from uda import checkpoint
 from uda.checkpoint import CheckpointError
 from uda.config import ConfigError, build_config, save_config
-from uda.train import BatchStream, MetricsLogger, prepare_run_dir
+from uda.metrics_log import MetricsLogger
+from uda.rundir import prepare_run_dir
+from uda.streams import BatchStream
 
 
 def _model(folder: Path) -> None:

@@ -67,7 +67,7 @@ def marked_qa_run(marked_model_dir, tmp_path_factory):
 
 def _test_questions(out: Path) -> list[tuple[dict, dict]]:
     """(example, line of predictions_test.jsonl) of every test question of the run."""
-    from tasks.qa.data import load_squad_file
+    from tasks.common.squad import load_squad_file
 
     examples = {e["id"]: e for e in load_squad_file(out.parent / "tiny-long-v2.0.json")}
     preds = [json.loads(line) for line in (out / "predictions_test.jsonl").read_text().splitlines()]
@@ -122,7 +122,7 @@ def test_export_qa_pipeline_gives_the_runs_test_predictions(which, request):
 def test_export_qa_needs_trust_remote_code_else_a_plain_span_model(qa_run):
     from transformers import AutoModelForQuestionAnswering, pipeline
 
-    from tasks.qa.model import QAWithAnswerability, build_qa_model, load_qa_model
+    from tasks.common.qa_reader import QAWithAnswerability, build_qa_model, load_qa_model
 
     folder = qa_run / "model"
     with pytest.raises(ValueError, match="trust_remote_code"):

@@ -12,7 +12,7 @@ import pytest
 
 from tasks.passages.data import answer_occurrences, load_reader_file, occurrence_tokens, split_records, \
     trainable, training_passages
-from tasks.qa.data import examples_from_official, few_label_split
+from tasks.common.squad import examples_from_official, few_label_split
 from tasks.passages.retrieval import build_records, corpus_sizes, recall_at_k, split_corpora, write_records
 from tests.qa_fixtures import tiny_squad_file  # noqa: F401 (fixture)
 from uda.data import DataError
@@ -154,7 +154,7 @@ def test_split_is_the_single_passage_tasks_article_split(tiny_squad_file):  # no
     from types import SimpleNamespace
 
     from tasks.passages.config import PassagesConfig
-    from tasks.qa.data import load_squad_file
+    from tasks.common.squad import load_squad_file
     from uda.config import DataConfig
 
     examples = load_squad_file(tiny_squad_file)
@@ -206,7 +206,7 @@ def test_the_built_records_of_a_squad_file_never_cross_the_article_split(tiny_sq
 
     from tasks.passages.config import PassagesConfig
     from tasks.passages.data import load_passage_records
-    from tasks.qa.data import load_squad_file, split_by_article
+    from tasks.common.squad import load_squad_file, split_by_article
     from uda.config import DataConfig
 
     examples = load_squad_file(tiny_squad_file)

@@ -16,7 +16,8 @@ import torch
 
 from tasks.passages.task import PassagesTask, passage_reader_loss, selection_logits
 from tasks.passages.config import PassagesConfig
-from tasks.passages.postprocess import final_answer, question_prediction, reader_metrics
+from tasks.common.spans import decide
+from tasks.passages.postprocess import question_prediction, reader_metrics
 from tests.qa_fixtures import ANIMALS, CITIES, tiny_qa_model_dir  # noqa: F401 (fixture)
 from uda.losses import consistency_loss, tsa_supervised_loss
 
@@ -119,7 +120,7 @@ def test_question_prediction_ranks_by_relevance_and_takes_the_top_passages_best_
     z = math.exp(1.0) + math.exp(0.5) + math.exp(2.0) + math.exp(1.0)
     assert p["no_answer_prob"] == pytest.approx(math.exp(1.0) / z)
     assert p["passages"][0]["selection_prob"] == pytest.approx(math.exp(2.0) / z)
-    assert final_answer(p, 0.0) == "c1" and final_answer(p, -1.5) == ""
+    assert decide(p, 0.0) == "c1" and decide(p, -1.5) == ""
 
 
 def test_passage_at_k_and_em_at_k_on_hand_cases():
@@ -470,7 +471,7 @@ def test_verifier_weight_is_fitted_on_dev_or_taken_from_the_config():
 
 def test_a_squad_v2_start_carries_its_answerability_head_and_the_reader_saves_it(tiny_qa_model_dir, tmp_path):  # noqa: F811
     from tasks.passages.model import build_passage_reader, load_passage_reader
-    from tasks.qa.model import build_qa_model
+    from tasks.common.qa_reader import build_qa_model
 
     torch.manual_seed(0)
     qa = build_qa_model(str(tiny_qa_model_dir))

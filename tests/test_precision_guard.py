@@ -142,7 +142,7 @@ def test_repeated_nonfinite_losses_stop_and_keep_the_last_good_checkpoint(model_
 @pytest.mark.parametrize("native", [True, False])
 def test_bf16_on_a_cpu_without_native_bf16_warns(native, model_dir, tiny_text_data, tmp_path, monkeypatch, capsys):  # noqa: F811
     # emulated bf16 ran the IMDB recipe 12x slower than float32 on an AVX2-only CPU: say so, keep training
-    monkeypatch.setattr("uda.train.cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr("uda.devices.cpu_has_native_bf16", lambda: native)
     run(tiny_config(model_dir, tiny_text_data, tmp_path / "run", **{
         "train.mixed_precision": "bf16", "train.max_steps": 2, "train.eval_every": 2, "eval.test": False}))
     warned = "no native bfloat16 instructions" in capsys.readouterr().out

@@ -6,9 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from tasks.qa.data import (article_order, build_features, collate_features, few_label_split, load_squad_examples,
-                           load_squad_file, require_unlabeled, split_by_article, start_held_out, stratified_sample,
-                           validate_examples)
+from tasks.common.squad import (article_order, few_label_split, load_squad_file, require_unlabeled, split_by_article,
+                                start_held_out, stratified_sample, validate_examples)
+from tasks.common.windows import build_features, collate_features
+from tasks.qa.data import load_squad_examples
 from uda.data import DataError
 from tests.conftest import require_resource, shared_data_dir
 from tests.qa_fixtures import make_squad, tiny_qa_model_dir, tiny_squad_file  # noqa: F401 (fixtures)
@@ -117,11 +118,11 @@ def test_every_question_labelled_still_leaves_uda_its_pool_and_an_empty_pool_is_
               max_test=None, seed=0)
     split = few_label_split(ex, unlabeled_from_train=True, **kw)
     assert {u["id"] for u in split["unlabeled"]} == {e["id"] for e in split["train"]}
-    require_unlabeled(split["unlabeled"], 1.0, "qa")
+    require_unlabeled(split["unlabeled"], True, "qa")
     empty = few_label_split(ex, unlabeled_from_train=False, **kw)["unlabeled"]
-    require_unlabeled(empty, 0.0, "qa")  # supervised only: nothing needed
+    require_unlabeled(empty, False, "qa")  # supervised only: nothing needed
     with pytest.raises(DataError, match="--qa.labeled_articles.*--data.unlabeled_from_train true.*--uda.lambda_u 0"):
-        require_unlabeled(empty, 1.0, "qa")
+        require_unlabeled(empty, True, "qa")
 
 
 def test_a_starting_reader_that_trained_on_held_out_articles_is_refused(tmp_path):

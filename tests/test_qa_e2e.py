@@ -55,7 +55,7 @@ def test_train_uda_squad_v2_end_to_end(tiny_qa_model_dir, tiny_squad_file, tmp_p
     info = json.loads((out / "data_info.json").read_text())
     assert info["counts"]["train"]["questions"] == 16 and info["counts"]["test"]["questions"] == 36
     # the id files name questions (one line each, however many windows a question was cut into)
-    from tasks.qa.data import load_squad_file
+    from tasks.common.squad import load_squad_file
 
     all_ids = {e["id"] for e in load_squad_file(tiny_squad_file)}
     for name, count in (("labeled_ids.txt", 16), ("dev_ids.txt", info["counts"]["dev"]["questions"])):
@@ -71,7 +71,7 @@ def test_train_uda_squad_v2_end_to_end(tiny_qa_model_dir, tiny_squad_file, tmp_p
     for q in preds:
         assert q["prediction"] == ("" if q["no_answer_score"] > q["threshold"] else q["span_text"])
     # the saved reader loads back
-    from tasks.qa.model import load_qa_model
+    from tasks.common.qa_reader import load_qa_model
 
     load_qa_model(out / "model")
 
@@ -136,14 +136,15 @@ def test_parallel_sweep_reports_a_failed_run_and_summarises_the_others(tiny_qa_m
 
 @pytest.mark.parametrize("bad,msg", [({"qa.doc_stride": "40"}, "qa.doc_stride"),
                                      ({"data.num_labeled": "500"}, "num_labeled")])
-def test_bad_settings_are_clear_errors(tiny_qa_model_dir, tiny_squad_file, bad, msg):  # noqa: F811
+def test_bad_settings_are_clear_errors(tiny_qa_model_dir, tiny_squad_file, bad, msg, tmp_path):  # noqa: F811
     from tasks.qa.task import QATask
     from uda.config import build_config, parse_cli
+    from uda.task import RunContext
 
     _, _, over, _ = parse_cli(tiny_qa_args(tiny_qa_model_dir, tiny_squad_file))
     cfg = build_config("squad_v2", None, {**over, **bad})
     with pytest.raises(ValueError, match=msg):  # ConfigError and DataError are ValueErrors
-        QATask().setup(cfg)
+        QATask().setup(cfg, RunContext(tmp_path, wants_unlabeled=True))
 
 
 def test_select_metric_picks_the_model_by_that_dev_metric(tiny_qa_model_dir, tiny_squad_file, tmp_path):  # noqa: F811
@@ -195,14 +196,14 @@ def test_question_pool_from_uda_augment_trains_as_precomputed_copies(tiny_qa_mod
 def test_distribution_alignment_acts_on_the_answerability_head(tiny_qa_model_dir, tiny_squad_file, tmp_path):  # noqa: F811
     from tasks.qa.task import QATask
     from uda.config import build_config, parse_cli
+    from uda.task import RunContext
 
     _, _, over, _ = parse_cli(tiny_qa_args(tiny_qa_model_dir, tiny_squad_file))
-    task = QATask()
-    data = task.setup(build_config("squad_v2", None, over))
-    assert task.class_logits_index == 2  # consistency_logits(): start, end, answerability
-    assert torch_close(task.class_prior, [0.5, 0.5])  # 16 labelled questions, half answerable
-    off = QATask()
-    off.setup(build_config("squad_v2", None, {**over, "qa.answerability_consistency": "false"}))
+    context = RunContext(tmp_path / "setup", wants_unlabeled=True)
+    data = QATask().setup(build_config("squad_v2", None, over), context)
+    assert data.class_logits_index == 2  # consistency_logits(): start, end, answerability
+    assert torch_close(data.class_prior, [0.5, 0.5])  # 16 labelled questions, half answerable
+    off = QATask().setup(build_config("squad_v2", None, {**over, "qa.answerability_consistency": "false"}), context)
     assert off.class_logits_index is None and len(data.train) > 0
     # a short UDA run with alignment by prior matching trains and logs the aligned head's class shares
     out = tmp_path / "run"

@@ -6,8 +6,9 @@ import math
 import pytest
 import torch
 
-from tasks.qa.task import (align_span_logits, answerability_loss, consistency_views, model_inputs, qa_supervised_loss)
-from tasks.qa.model import HEAD_CONFIG, QAWithAnswerability, build_qa_model, load_qa_model
+from tasks.common.qa_reader import HEAD_CONFIG, QAWithAnswerability, build_qa_model, load_qa_model, model_inputs
+from tasks.common.windows import align_span_logits, consistency_views
+from tasks.qa.task import answerability_loss, qa_supervised_loss
 from uda.losses import consistency_loss
 from tests.qa_fixtures import tiny_qa_model_dir  # noqa: F401 (fixture)
 

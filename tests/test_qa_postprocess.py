@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from tasks.qa.postprocess import (decide, feature_candidates, fit_null_threshold, no_answer_score, postprocess,
-                                  predict_question)
+from tasks.common.spans import (decide, feature_candidates, fit_null_threshold, no_answer_score, postprocess,
+                                predict_question)
 
 CONTEXT = "the red fox lives in paris"
 # token 0 = [CLS], 1-2 question, 3 = [SEP], 4.. context words, last = [SEP]

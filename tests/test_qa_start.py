@@ -1,16 +1,24 @@
-"""The QA-shaped start (uda-qa-start): the synthetic-example builder on strings and word pieces, the
-held-out check, resume, and that the saved start loads in the squad_v2 and passages tasks."""
+"""The QA-shaped start (task qa_start, command uda-qa-start): the synthetic-example builder on strings
+and word pieces, the held-out check, resume through the training loop, and that the saved start loads
+in the squad_v2 and passages tasks."""
 
 import json
 import random
+import signal
 
 import numpy as np
 import pytest
 
-from tasks.qa.start import StartError, build_start, check_args, parser
+from tasks.qa.start import main, start_config, train_argv
+from tasks.qa.start_task import QAStartTask
 from tasks.qa.synthetic import (QUESTION_TOKEN, kind_counts, name_and_number_spans, paragraph_examples,
                                 recurring_spans, sentences, synthetic_examples)
 from tests.qa_fixtures import tiny_qa_model_dir  # noqa: F401 (fixture)
+from tests.trainkit import metric_lines, run, training_lines, weights
+from uda.config import ConfigError
+from uda.data import DataError
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 CITIES = ["Paris", "Rome", "Oslo", "Lima", "Cairo", "Delhi", "Tokyo", "Quito"]
 ANIMALS = ["fox", "cat", "dog", "owl", "bee", "cow"]
@@ -99,44 +107,96 @@ def test_removed_context_holds_no_answer_and_swapped_question_changes_a_name():
         assert e["question"].replace(QUESTION_TOKEN, "") not in e["context"]
 
 
-def start_args(model_dir, out, **kw):
-    argv = ["--output_dir", str(out), "--model", str(model_dir), "--max_length", "112", "--doc_stride", "16",
-            "--max_question_length", "48", "--batch_size", "4", "--max_steps", "6", "--eval_every", "3",
-            "--log_every", "2", "--held_out", "8", "--per_paragraph", "4", "--report_to", "none",
-            "--progress", "false", "--threads", "1", "--test_articles", "2", "--dev_articles", "1"]
+START_FLAGS = ["--max_length", "112", "--doc_stride", "16", "--max_question_length", "48", "--batch_size", "4",
+               "--max_steps", "6", "--eval_every", "3", "--log_every", "2", "--held_out", "8", "--per_paragraph", "4",
+               "--report_to", "none", "--test_articles", "2", "--dev_articles", "1"]
+
+
+def start_argv(model_dir, out, **kw):
+    """An uda-qa-start command line of the tiny start (6 steps of 4, held-out evaluation every 3)."""
+    argv = ["--output_dir", str(out), "--model", str(model_dir), *START_FLAGS]
     for k, v in kw.items():
         if f"--{k}" in argv:
             argv[argv.index(f"--{k}") + 1] = str(v)
         else:
             argv += [f"--{k}", str(v)]
-    args = parser().parse_args(argv)
-    check_args(args)
-    return args
+    return argv
+
+
+def start_args(model_dir, out, **kw):
+    """The config that command line gives (what uda-qa-start hands to the training loop)."""
+    return start_config(train_argv(start_argv(model_dir, out, **kw))[0])
+
+
+def build_start(cfg, task=None):
+    return run(cfg, task if task is not None else QAStartTask())
+
+
+class StoppedAt:
+    """The start task; Ctrl-C arrives while it collates labelled batch number ``at`` (the loop then
+    stops after that step, with its checkpoint)."""
+
+    def __init__(self, at: int) -> None:
+        self.inner, self.at, self.calls = QAStartTask(), at, 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def collate_labeled(self, examples):
+        self.calls += 1
+        if self.calls == self.at:
+            signal.raise_signal(signal.SIGINT)
+        return self.inner.collate_labeled(examples)
+
+
+def test_the_flags_are_the_options(tmp_path):
+    cfg = start_args("m", tmp_path / "o", squad=tmp_path, texts="a.txt", lr=3e-4, max_steps=100)
+    assert (cfg.task, cfg.model.name_or_path, cfg.train.lr, cfg.train.max_steps) == ("qa_start", "m", 3e-4, 100)
+    assert (cfg.qa_start.squad, cfg.qa_start.texts, cfg.qa_start.doc_stride) == (str(tmp_path), ["a.txt"], 16)
+    assert cfg.train.warmup_steps == 6 and cfg.uda.lambda_u == 0 and cfg.uda.tsa is None  # 6% of the steps
+    argv = start_argv("m", tmp_path / "o", texts="a.txt") + ["--texts", "b.txt", "--train.warmup_steps", "2",
+                                                             "--bf16", "off", "--qa_start.cloze", "0.25"]
+    cfg = start_config(train_argv(argv)[0])
+    assert cfg.qa_start.texts == ["a.txt", "b.txt"] and cfg.train.warmup_steps == 2
+    assert cfg.train.mixed_precision == "no" and cfg.qa_start.cloze == 0.25
+    # the defaults are configs/qa_start.yaml's: those of the start before it was a task
+    d = start_config(train_argv(["--output_dir", str(tmp_path / "o"), "--bf16", "off"])[0])
+    assert (d.model.name_or_path, d.model.max_length, d.seed, d.train.batch_size, d.train.lr, d.train.head_lr) == \
+        ("minilm", 256, 1, 16, 1e-4, 1e-3)
+    assert (d.train.max_steps, d.train.warmup_steps, d.train.eval_every, d.train.log_every) == (3000, 180, 250, 25)
+    assert (d.checkpoint.every_minutes, d.qa_start.held_out, d.qa_start.per_paragraph, d.qa_start.unanswerable) == \
+        (10.0, 400, 16, 0.33)
 
 
 def test_tokenised_labels_point_at_the_answer_and_the_token_is_saved(tiny_qa_model_dir, tmp_path):  # noqa: F811
+    from accelerate.state import AcceleratorState
     from transformers import AutoTokenizer
 
-    from tasks.qa.start import start_features
+    from tasks.qa.start_task import start_features
 
     sq = squad_file(tmp_path / "s.json")
     out = tmp_path / "start"
-    results = build_start(start_args(tiny_qa_model_dir, out, squad=sq))
-    assert results["steps"] == 6 and (out / "model" / "config.json").is_file()
+    AcceleratorState._reset_state(reset_partial_state=True)
+    try:  # the command itself: its flags, the training loop, the summary line
+        assert main(start_argv(tiny_qa_model_dir, out, squad=sq)) == 0
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
+    results = json.loads((out / "results.json").read_text())
+    assert [h["step"] for h in results["dev_history"]] == [3, 6] and (out / "model" / "config.json").is_file()
+    assert results["selected_model"]["by"] == "dev/span_accuracy" and results["test"] == {}
     tok = AutoTokenizer.from_pretrained(out / "model")
     assert QUESTION_TOKEN in tok.get_vocab()
     assert tok.tokenize(f"where {QUESTION_TOKEN} .") == ["where", QUESTION_TOKEN, "."]  # one token, never split
-    counts = json.loads((out / "synthetic_counts.json").read_text())
-    assert sum(counts["examples"].values()) > 0 and "examples_sha256" in counts
-    for f in ("settings.json", "data_info.json", "metrics.jsonl", "results.json", "synthetic_sample.jsonl"):
+    counts = json.loads((out / "data" / "synthetic_counts.json").read_text())
+    assert sum(counts["examples"].values()) > 0 and 0 < sum(counts["held_out_features"].values()) <= 8
+    for f in ("config.yaml", "data_info.json", "metrics.jsonl", "results.json", "data/synthetic_sample.jsonl"):
         assert (out / f).is_file(), f
-    assert not (out / "checkpoint.pt").exists()  # removed once the start is saved
-    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    assert any("held_out/span_accuracy" in x for x in lines) and any("train/loss" in x for x in lines)
+    lines = metric_lines(out)
+    assert any("dev/span_accuracy" in x for x in lines) and any("train/loss" in x for x in lines)
     # word-piece level: the labelled tokens' character offsets cover exactly the answer text
     tok.padding_side = "right"
-    examples = [json.loads(x) for x in (out / "synthetic_sample.jsonl").read_text().splitlines()]
-    feats = start_features(tok, examples, start_args(tiny_qa_model_dir, out))
+    examples = [json.loads(x) for x in (out / "data" / "synthetic_sample.jsonl").read_text().splitlines()]
+    feats = start_features(tok, examples, 112, 16, 48)
     answerable = [f for f in feats if f["answerable"]]
     assert answerable and len(answerable) < len(feats)
     for f in answerable:
@@ -148,7 +208,7 @@ def test_tokenised_labels_point_at_the_answer_and_the_token_is_saved(tiny_qa_mod
 
 
 def test_no_test_or_dev_article_text_is_used(tiny_qa_model_dir, tmp_path):  # noqa: F811
-    from tasks.qa.data import article_order
+    from tasks.common.squad import article_order
 
     sq = squad_file(tmp_path / "s.json")
     obj = json.loads(sq.read_text())
@@ -160,44 +220,50 @@ def test_no_test_or_dev_article_text_is_used(tiny_qa_model_dir, tmp_path):  # no
     info = json.loads((out / "data_info.json").read_text())
     assert set(info["articles"]["unlabeled_pool"]).isdisjoint(held)
     assert set(info["held_out_articles"]["test"]) | set(info["held_out_articles"]["dev"]) == held
-    for line in (out / "synthetic_sample.jsonl").read_text().splitlines():
+    for line in (out / "data" / "synthetic_sample.jsonl").read_text().splitlines():
         ctx = json.loads(line)["context"]
         assert not any(s in h or h in ctx for h in held_text for s in [ctx])
     # a text file carrying a test paragraph is refused, naming it
     leak = tmp_path / "more.txt"
     leak.write_text("Some other text about rivers and cities in the north.\n\n" + next(iter(held_text)) + "\n")
-    with pytest.raises(StartError, match="more.txt', text 2 shares a sentence with a test or dev article"):
+    with pytest.raises(DataError, match="more.txt', text 2 shares a sentence with a test or dev article"):
         build_start(start_args(tiny_qa_model_dir, tmp_path / "start2", squad=sq, test_articles=2, dev_articles=1,
                                texts=leak))
     # the squad_v2 task refuses this start when its own split tests on an article the start read
-    from tasks.qa.data import start_held_out
+    from tasks.common.squad import start_held_out
 
     start_held_out(out / "model", {"test": order[:2], "dev": order[2:3]})  # the same split: fine
     with pytest.raises(Exception, match="trained on"):
         start_held_out(out / "model", {"test": order[3:5], "dev": []})
+    with pytest.raises(Exception, match="trained on"):  # and a checkpoint's model of the start, too
+        start_held_out(next((out / "checkpoints").glob("step-*")) / "model", {"test": order[3:5], "dev": []})
 
 
 def test_resume_gives_the_same_start_as_an_uninterrupted_run(tiny_qa_model_dir, tmp_path):  # noqa: F811
     import torch
-    from safetensors.torch import load_file
+
+    from uda.train import RunStopped
 
     sq = squad_file(tmp_path / "s.json")
     whole = tmp_path / "whole"
     build_start(start_args(tiny_qa_model_dir, whole, squad=sq))
     part = tmp_path / "part"
-    stopped = build_start(start_args(tiny_qa_model_dir, part, squad=sq), stop_at_step=3)
-    assert stopped == {"stopped_at_step": 3} and (part / "checkpoint.pt").is_file()
-    assert not (part / "model").exists()
-    build_start(start_args(tiny_qa_model_dir, part, squad=sq))
-    a, b = load_file(whole / "model" / "model.safetensors"), load_file(part / "model" / "model.safetensors")
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    steps = [json.loads(x)["step"] for x in (part / "metrics.jsonl").read_text().splitlines()]
-    assert steps == [json.loads(x)["step"] for x in (whole / "metrics.jsonl").read_text().splitlines()]
+    with pytest.raises(RunStopped, match="after step 4 of 6"):  # Ctrl-C during step 4: saved after it
+        build_start(start_args(tiny_qa_model_dir, part, squad=sq), StoppedAt(4))
+    assert not (part / "model").exists() and (part / "checkpoints" / "step-00000004").is_dir()
     # other settings into the same folder: refused, nothing touched
-    with pytest.raises(StartError, match="started with other settings"):
+    with pytest.raises(ConfigError, match="with other options: train.lr"):
         build_start(start_args(tiny_qa_model_dir, part, squad=sq, lr=3e-4))
+    results = build_start(start_args(tiny_qa_model_dir, part, squad=sq))  # the same command continues
+    assert results["resumed_at_steps"] == [4]
+    a, b = weights(whole / "model"), weights(part / "model")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert training_lines(part) == training_lines(whole)
+    assert [x for x in metric_lines(part) if "dev/span_accuracy" in x] == \
+        [x for x in metric_lines(whole) if "dev/span_accuracy" in x]
+    assert results["dev_history"] == json.loads((whole / "results.json").read_text())["dev_history"]
     (tmp_path / "afile").write_text("x")
-    with pytest.raises(StartError, match="is a file"):
+    with pytest.raises(ConfigError, match="is a file"):
         build_start(start_args(tiny_qa_model_dir, tmp_path / "afile", squad=sq))
 
 
@@ -207,8 +273,8 @@ def test_the_start_loads_in_the_squad_v2_and_passages_tasks(tiny_qa_model_dir, t
     from transformers import AutoTokenizer
 
     from tasks.passages.model import build_passage_reader
-    from tasks.qa.data import build_features, clip_questions
-    from tasks.qa.model import build_qa_model
+    from tasks.common.qa_reader import build_qa_model
+    from tasks.common.windows import build_features, clip_questions
 
     sq = squad_file(tmp_path / "s.json")
     out = tmp_path / "start"
@@ -232,11 +298,11 @@ def test_the_start_loads_in_the_squad_v2_and_passages_tasks(tiny_qa_model_dir, t
 
 
 def test_heads_train_at_the_head_learning_rate(tiny_qa_model_dir):  # noqa: F811
-    from tasks.qa.model import build_qa_model
+    from tasks.common.qa_reader import build_qa_model
     from uda.optim import param_groups
 
     model = build_qa_model(str(tiny_qa_model_dir))
-    groups = param_groups(model, 0.01, 1e-4, head_lr=1e-3)  # as the start-building run makes them
+    groups = param_groups(model, 0.01, 1e-4, head_lr=1e-3)  # as the training loop makes them (train.head_lr)
     names = {id(p): n for n, p in model.named_parameters()}
     at_head_lr = {names[id(p)] for g in groups if g["lr"] == 1e-3 for p in g["params"]}
     assert at_head_lr == {"qa_outputs.weight", "qa_outputs.bias", "answerability.1.weight", "answerability.1.bias"}
@@ -244,9 +310,15 @@ def test_heads_train_at_the_head_learning_rate(tiny_qa_model_dir):  # noqa: F811
 
 
 def test_bad_options_are_clear_errors(tmp_path):
-    with pytest.raises(StartError, match="--unanswerable"):
+    with pytest.raises(ConfigError, match="qa_start.unanswerable"):
         start_args("m", tmp_path / "o", unanswerable=1.5)
-    with pytest.raises(StartError, match="--squad .* does not exist"):
+    with pytest.raises(ConfigError, match="qa_start.squad .* does not exist"):
         start_args("m", tmp_path / "o", squad=tmp_path / "missing.json")
-    with pytest.raises(StartError, match="--doc_stride"):
+    with pytest.raises(ConfigError, match="qa_start.doc_stride"):
         start_args("m", tmp_path / "o", doc_stride=90)
+    with pytest.raises(ConfigError, match="--output_dir is required"):
+        start_config(train_argv(["--model", "m"])[0])
+    with pytest.raises(ConfigError, match="--bf16 must be"):
+        train_argv(["--output_dir", "o", "--bf16", "maybe"])
+    with pytest.raises(ConfigError, match="uda-qa-start builds the task qa_start"):
+        train_argv(["--output_dir", "o", "--task", "squad_v2"])

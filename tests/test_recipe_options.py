@@ -165,10 +165,10 @@ def test_distribution_alignment_needs_a_class_distribution(tiny_text_data, tmp_p
 
     from uda.task import Task, TaskData
 
-    class NoClasses(Task):  # class_logits_index stays at its default, None
-        name, main_metric, selectable_metrics, tsa_num_classes = "x", "accuracy", ("accuracy",), 2
+    class NoClasses(Task):  # TaskData's class_logits_index stays at its default, None
+        name, main_metric, selectable_metrics = "x", "accuracy", ("accuracy",)
 
-        def setup(self, cfg):
+        def setup(self, cfg, run):
             return TaskData(train=[{"id": "a"}], dev=[], test=[], unlabeled=[{"id": "b"}])
 
     cfg = tiny_config(tmp_path, tiny_text_data, tmp_path / "run", **{"uda.distribution_alignment": True})
@@ -207,7 +207,7 @@ def test_contrastive_stage_fine_tunes_the_encoder_and_is_cached(model_dir, tiny_
 def test_head_lr_puts_only_the_new_heads_in_their_own_groups(model_dir, tiny_text_data, tmp_path):
     """train.head_lr: the parameters outside transformers' base model (the classifier, the QA span
     and answerability heads) get that learning rate; without it the groups are the usual two."""
-    from tasks.qa.model import build_qa_model
+    from tasks.common.qa_reader import build_qa_model
     from tasks.text.model import build_text_classifier
     from uda.optim import param_groups
 
@@ -311,19 +311,23 @@ def test_label_descriptions_in_a_run_and_their_errors(model_dir, tiny_text_data,
     from uda.config import ConfigError
 
     out = tmp_path / "run"
-    run(tiny_config(model_dir, tiny_text_data, out, **{"model.pooling": "mean", "train.max_steps": 2,
-                                                      "train.eval_every": 2,
+    described = {"model.pooling": "mean", "model.head_init": "descriptions"}
+    run(tiny_config(model_dir, tiny_text_data, out, **{**described, "train.max_steps": 2, "train.eval_every": 2,
                                                       "model.label_descriptions": ["bad", "good"]}))
     assert "classifier head started from the label descriptions" in capsys.readouterr().out
     assert (out / "results.json").is_file()
     with pytest.raises(ConfigError, match="has 3 texts but the data has 2 classes"):
         run(tiny_config(model_dir, tiny_text_data, tmp_path / "three", **{
-            "model.pooling": "mean", "model.label_descriptions": ["bad", "so-so", "good"]}))
+            **described, "model.label_descriptions": ["bad", "so-so", "good"]}))
     with pytest.raises(ConfigError, match="--model.pooling mean"):
-        tiny_config(model_dir, tiny_text_data, tmp_path / "cls", **{"model.label_descriptions": ["bad", "good"]})
+        tiny_config(model_dir, tiny_text_data, tmp_path / "cls", **{"model.head_init": "descriptions",
+                                                                    "model.label_descriptions": ["bad", "good"]})
     with pytest.raises(ConfigError, match="non-empty texts"):
-        tiny_config(model_dir, tiny_text_data, tmp_path / "empty", **{"model.pooling": "mean",
+        tiny_config(model_dir, tiny_text_data, tmp_path / "empty", **{**described,
                                                                       "model.label_descriptions": ["bad", " "]})
+    with pytest.raises(ConfigError, match="model.head_init is random: add --model.head_init descriptions"):
+        tiny_config(model_dir, tiny_text_data, tmp_path / "random", **{"model.pooling": "mean",
+                                                                       "model.label_descriptions": ["bad", "good"]})
 
 
 def test_start_accuracy_benchmark_evaluates_the_untrained_start(model_dir, tiny_text_data, tmp_path, capsys):
@@ -335,7 +339,8 @@ def test_start_accuracy_benchmark_evaluates_the_untrained_start(model_dir, tiny_
     assert main(["--seeds", "0", "1", "--out", str(out), "--", "--task", "text_classification",
                  "--model.name_or_path", str(model_dir), "--data.path", str(tiny_text_data),
                  "--data.num_labeled", "20", "--data.dev_size", "40", "--model.max_length", "32",
-                 "--model.pooling", "mean", "--model.label_descriptions", '["bad", "good"]']) == 0
+                 "--model.pooling", "mean", "--model.head_init", "descriptions",
+                 "--model.label_descriptions", '["bad", "good"]']) == 0
     rows = json.loads((out / "results.json").read_text())["runs"]
     assert [r["seed"] for r in rows] == [0, 1]
     assert all(r["dev"]["num_examples"] == 40 and 0 <= r["dev"]["accuracy"] <= 1 for r in rows)

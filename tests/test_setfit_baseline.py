@@ -1,4 +1,4 @@
-"""The SetFit baseline (tasks/text/setfit_baseline.py; benchmarks/setfit_baseline.py is its shim) on a
+"""The SetFit baseline (uda_compare/setfit_baseline.py; benchmarks/setfit_baseline.py is its shim) on a
 tiny BERT built here and tiny jsonl data: results.json from id files and from a run folder, clear errors
 for bad ids, and uda-compare's ``setfit`` method. Nothing here
 may reach the network: every socket connection fails."""
@@ -69,7 +69,7 @@ def data(tmp_path_factory):
 
 
 def baseline(args, capsys):
-    from tasks.text.setfit_baseline import main
+    from uda_compare.setfit_baseline import main
 
     rc = main([str(a) for a in args])
     out = capsys.readouterr()
@@ -99,7 +99,8 @@ def test_from_id_files_writes_results(tiny_encoder, data, tmp_path, capsys):
 
 
 def test_texts_lose_br_tags_and_keep_the_id_order(data):
-    from tasks.text.setfit_baseline import load_inputs, parse_args
+    from uda_compare.setfit_baseline import parse_args
+    from uda_compare.setfit_data import load_inputs
 
     inputs = load_inputs(parse_args(["--labeled_ids", str(data / "labeled.txt"), "--data_path", str(data),
                                      "--out", "unused"]))
@@ -110,7 +111,7 @@ def test_texts_lose_br_tags_and_keep_the_id_order(data):
 
 
 def test_from_run_folder_as_the_sweep_reads_it(tiny_encoder, data, tmp_path, capsys):
-    """config.yaml gives data, encoder, seed, max length and data.max_test; compare.collect lists the run."""
+    """config.yaml gives data, encoder, seed, max length and data.max_test; uda_compare.summary.collect lists the run."""
     import yaml
 
     run = tmp_path / "sweep" / "supervised-n8-seed5"
@@ -129,7 +130,7 @@ def test_from_run_folder_as_the_sweep_reads_it(tiny_encoder, data, tmp_path, cap
     assert res["setfit"]["max_length"] == 24 and res["setfit"]["truncation_side"] == "right"
     assert res["test"]["num_examples"] == 10 and res["data"]["counts"]["test_per_class"] == {"neg": 5, "pos": 5}
 
-    from tasks.compare import collect
+    from uda_compare.summary import collect
 
     rows = collect(tmp_path / "sweep", "imdb")
     assert [(r["method"], r["num_labeled"], r["seed"]) for r in rows] == [("setfit", 8, 5)]
@@ -148,7 +149,7 @@ def test_missing_id_or_id_file_is_a_clear_error(data, tmp_path, capsys):
     assert rc == 2 and "no_run" in log
     assert not (tmp_path / "out" / "results.json").exists()
     # and as a command (the module uda-compare starts, and the checkout's shim): exit status 2
-    for cmd in (["-m", "tasks.text.setfit_baseline"], [str(REPO / "benchmarks" / "setfit_baseline.py")]):
+    for cmd in (["-m", "uda_compare.setfit_baseline"], [str(REPO / "benchmarks" / "setfit_baseline.py")]):
         proc = subprocess.run([sys.executable, *cmd, "--labeled_ids", str(bad), "--data_path", str(data), "--out",
                                str(tmp_path / "out")], capture_output=True, text=True,
                               env=dict(os.environ, HF_HUB_OFFLINE="1"), cwd=REPO, timeout=300)
@@ -170,7 +171,7 @@ def test_sweep_setfit_method(tiny_encoder, data, tmp_path):
 
     def sweep(*extra):
         # started from another folder, as an installed uda-compare is: the baseline is found as a module
-        return subprocess.run([sys.executable, "-m", "tasks.compare", "--task", "imdb", "--out",
+        return subprocess.run([sys.executable, "-m", "uda_compare", "--task", "imdb", "--out",
                                str(out), "--methods", "setfit", "--quick", *extra], capture_output=True, text=True,
                               env=dict(os.environ, HF_HUB_OFFLINE="1", UDA_DATA_PATH="", PYTHONPATH=str(REPO)),
                               cwd=tmp_path, timeout=600)

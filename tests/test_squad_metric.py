@@ -2,8 +2,8 @@
 
 import pytest
 
-from tasks.qa.metric import (apply_no_answer_threshold, exact_score, f1_score, find_best_threshold,
-                                normalize_answer, raw_scores, squad_v2_metrics)
+from tasks.common.squad_metric import (apply_no_answer_threshold, exact_score, f1_score, find_best_threshold,
+                                       normalize_answer, raw_scores, squad_v2_metrics)
 
 
 @pytest.mark.parametrize("raw,norm", [
@@ -92,7 +92,7 @@ def test_apply_no_answer_threshold():
 
 
 def test_roc_auc_by_hand():
-    from tasks.qa.metric import roc_auc
+    from tasks.common.squad_metric import roc_auc
 
     # pairs (pos, neg): (0.35, 0.1) right, (0.35, 0.4) wrong, (0.8, *) right twice -> 3 of 4
     assert roc_auc([0.1, 0.4, 0.35, 0.8], [False, False, True, True]) == 0.75

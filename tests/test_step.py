@@ -14,9 +14,6 @@ from uda.task import SupervisedOutput
 class LinearTask:
     """A task whose model maps the input vector x to class logits."""
 
-    class_logits_index = 0
-    tsa_num_classes = 2
-
     def supervised(self, model, batch):
         logits = model(batch["x"])
         labels = batch["labels"]
@@ -42,7 +39,8 @@ VIEWS = ({"x": torch.tensor([[2.0, 0.0], [0.0, 1.0]])}, {"x": torch.tensor([[1.0
 
 def test_uda_step_golden(model):
     # gold probabilities 0.6225 and 0.8176; TSA threshold 0.7 keeps only the first example
-    out = uda_step(LinearTask(), model, LABELED, VIEWS, tsa=lambda k: 0.7, lambda_u=2.0, temperature=0.5)
+    out = uda_step(LinearTask(), model, LABELED, VIEWS, tsa=lambda k: 0.7, lambda_u=2.0, temperature=0.5,
+                   class_logits_index=0)
     assert out.sup_loss.item() == pytest.approx(0.4740769841801067, abs=1e-6)  # -log 0.6225, one kept
     assert out.unsup_loss.item() == pytest.approx(0.4311620567250497, abs=1e-6)  # KL(softmax(ori/T) || aug), mean
     assert out.loss.item() == pytest.approx(1.336401097630206, abs=1e-6)  # sup + 2 * unsup
@@ -60,15 +58,16 @@ def test_uda_step_golden(model):
 def test_uda_step_confidence_and_supervised_only(model):
     # confidence 0.75 keeps the second unlabelled example only (max probabilities 0.731, 0.818)
     out = uda_step(LinearTask(), model, LABELED, VIEWS, tsa=lambda k: 0.7, lambda_u=2.0, temperature=0.5,
-                   confidence=0.75)
+                   confidence=0.75, class_logits_index=0)
     assert out.unsup_loss.item() == pytest.approx(0.016799601520600994, abs=1e-6)  # 0.0336 / 2: all in the mean
     assert out.loss.item() == pytest.approx(0.5076761872213087, abs=1e-6)
     assert out.stats["unsup/mask_ratio"] == 0.5
-    sup_only = uda_step(LinearTask(), model, LABELED, None, tsa=lambda k: 1.0, lambda_u=2.0)
+    sup_only = uda_step(LinearTask(), model, LABELED, None, tsa=lambda k: 1.0, lambda_u=2.0, class_logits_index=0)
     assert sup_only.unsup_loss is None and "unsup/loss" not in sup_only.stats
     assert sup_only.loss.item() == pytest.approx((0.4740769841801067 + 0.20141327798275246) / 2, abs=1e-6)
 
 
 def test_uda_step_all_masked_is_zero_not_nan(model):
-    out = uda_step(LinearTask(), model, LABELED, VIEWS, tsa=lambda k: 0.5, lambda_u=1.0, confidence=0.99)
+    out = uda_step(LinearTask(), model, LABELED, VIEWS, tsa=lambda k: 0.5, lambda_u=1.0, confidence=0.99,
+                   class_logits_index=0)
     assert out.sup_loss.item() == 0.0 and out.unsup_loss.item() == 0.0 and not torch.isnan(out.loss)

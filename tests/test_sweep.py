@@ -1,4 +1,4 @@
-"""uda-compare (tasks/compare.py; benchmarks/sweep.py is its shim): a --quick IMDB-style sweep on the
+"""uda-compare (the uda_compare package; benchmarks/sweep.py is its shim): a --quick IMDB-style sweep on the
 tiny model and data (summary files, plots, resume), one run in-process through main() (progress lines,
 per-seed table), its --help, its clear errors, and data.num_labeled=0 (all labelled examples) that its
 ceiling runs use."""
@@ -20,9 +20,9 @@ def started(stdout):
 
 
 def sweep(args, check=True):
-    """uda-compare in its own process, as the installed command runs it (python -m tasks.compare)."""
+    """uda-compare in its own process (python -m uda_compare), as the installed command runs it."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", UDA_DATA_PATH="")
-    proc = subprocess.run([sys.executable, "-m", "tasks.compare", *args], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "uda_compare", *args], capture_output=True,
                           text=True, env=env, cwd=REPO, timeout=600)
     if check and proc.returncode != 0:
         raise AssertionError(f"uda-compare failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}")
@@ -99,7 +99,7 @@ def test_quick_imdb_sweep_summary_plots_and_resume(tiny_model_dir, tiny_text_dat
 
     # --summarize_only rebuilds the summary without running anything
     (out / "summary.md").unlink()
-    from tasks.compare import main
+    from uda_compare.cli import main
 
     assert main(["--task", "imdb", "--out", str(out), "--summarize_only"]) == 0
     assert "| all (184) | ceiling | 2 |" in (out / "summary.md").read_text()
@@ -142,7 +142,7 @@ def test_a_stopped_parallel_sweep_saves_its_running_runs_and_the_same_command_fi
 
 
 def _main(args, capsys):
-    from tasks.compare import main
+    from uda_compare.cli import main
 
     rc = main(args)
     return rc, capsys.readouterr().err
@@ -167,7 +167,8 @@ def test_conflicting_or_unknown_options_are_errors(tmp_path, capsys, passthrough
 
 
 def test_plan_sets_each_runs_options(tmp_path, capsys):
-    from tasks.compare import build_plan, parse_args
+    from uda_compare.cli import parse_args
+    from uda_compare.runs import build_plan
 
     args = parse_args(["--task", "imdb", "--out", str(tmp_path), "--num_labeled", "20", "100", "--seeds", "0", "1",
                        "--methods", "supervised", "uda_tfidf", "ceiling", "uda"])
@@ -187,12 +188,14 @@ def test_plan_sets_each_runs_options(tmp_path, capsys):
 def test_finetune_and_ceiling_drop_the_recipes_extra_stages_and_tsa(tmp_path):
     """supervised keeps the recipe's contrastive and MLM stages (the recipe without its consistency loss);
     finetune and ceiling are plain fine-tuning."""
-    from tasks.compare import build_plan, parse_args
+    from uda_compare.cli import parse_args
+    from uda_compare.runs import build_plan
 
     args = parse_args(["--task", "imdb", "--out", str(tmp_path), "--num_labeled", "20", "--seeds", "0",
                        "--methods", "finetune", "supervised", "uda", "ceiling"])
     cfg = {folder.name: c for folder, c in build_plan(args, ["--model.contrastive_iterations", "20",
                                                              "--model.mlm_steps", "100", "--model.pooling", "mean",
+                                                             "--model.head_init", "descriptions",
                                                              "--model.label_descriptions", '["bad", "good"]'])}
     assert [cfg[f"{m}-n20-seed0"].model.contrastive_iterations for m in ("finetune", "supervised", "uda")] == [None, 20, 20]
     assert [cfg[f"{m}-n20-seed0"].model.mlm_steps for m in ("finetune", "supervised", "uda")] == [None, 100, 100]
@@ -203,13 +206,16 @@ def test_finetune_and_ceiling_drop_the_recipes_extra_stages_and_tsa(tmp_path):
     assert [cfg[f"{m}-n20-seed0"].model.label_descriptions for m in ("finetune", "supervised", "uda")] == \
         [None, ["bad", "good"], ["bad", "good"]]
     assert cfg["ceiling-nall-seed0"].model.label_descriptions is None
+    assert [cfg[name].model.head_init for name in ("finetune-n20-seed0", "supervised-n20-seed0",
+                                                   "ceiling-nall-seed0")] == ["random", "descriptions", "random"]
     assert [cfg[f"{m}-n20-seed0"].uda.tsa for m in ("finetune", "supervised", "uda")] == [None, "linear", "linear"]
     assert cfg["ceiling-nall-seed0"].uda.tsa is None
 
 
 def test_num_labeled_all_runs_every_method_on_the_whole_pool(tmp_path, capsys):
     """--num_labeled all: data.num_labeled 0 (every labelled example) for each method, folder -nall-."""
-    from tasks.compare import build_plan, parse_args
+    from uda_compare.cli import parse_args
+    from uda_compare.runs import build_plan
 
     args = parse_args(["--task", "squad_v2", "--out", str(tmp_path), "--num_labeled", "all", "64", "--seeds", "1",
                        "--methods", "supervised", "uda"])
@@ -240,18 +246,16 @@ def test_summarize_only_without_runs(tmp_path, capsys):
 def test_summary_says_where_runs_ran_and_leaves_resumed_or_mixed_times_out(tmp_path):
     """A curve finished on two machines: each row says where its runs ran; wall time is averaged only over
     runs that were not resumed (their time covers the last attempt) and only within one kind of device."""
-    from tasks.compare import collect, summarize, write_summary
+    from uda_compare.summary import collect, summarize, write_summary
 
-    def fake(name, device, seconds, resumed=(), env=True):
+    def fake(name, device, seconds, resumed=()):
         r = {"task": "imdb", "test": {"accuracy": 0.8, "macro_f1": 0.79}, "selected_model": {"step": 10},
              "total_seconds": seconds, "cpu_seconds": 2 * seconds, "resumed_at_steps": list(resumed),
-             "processes": [{"rank": 0, "device": device}], "data": {"counts": {"train": 20}}}
-        if env:
-            r["environment"] = {"device": device.split(":")[0], "device_name": "x"}
+             "environment": {"device": device, "device_name": "x"}, "data": {"counts": {"train": 20}}}
         (tmp_path / name).mkdir()
         (tmp_path / name / "results.json").write_text(json.dumps(r))
 
-    fake("supervised-n20-seed1", "cuda:0", 100.0, env=False)  # a run of before the environment field
+    fake("supervised-n20-seed1", "cuda:0", 100.0)  # the device index is left out
     fake("supervised-n20-seed2", "cuda", 300.0, resumed=[50])
     fake("supervised-n20-seed3", "cuda", 120.0)
     fake("uda-n20-seed1", "cuda", 200.0)
@@ -271,7 +275,7 @@ def test_summary_says_where_runs_ran_and_leaves_resumed_or_mixed_times_out(tmp_p
 
 
 def test_num_labeled_zero_means_all_labelled(tiny_text_data):
-    from tasks.qa.data import examples_from_official, few_label_split
+    from tasks.common.squad import examples_from_official, few_label_split
     from tasks.text.data import load_text_classification
     from tests.qa_fixtures import make_squad
     from tasks.text.config import TextDataConfig as DataConfig
@@ -318,7 +322,8 @@ def test_augment_strength_measure_golden():
 
 
 def test_a_variant_is_its_base_method_with_its_own_options(tmp_path, capsys):
-    from tasks.compare import build_plan, parse_args
+    from uda_compare.cli import parse_args
+    from uda_compare.runs import build_plan
 
     args = parse_args(["--task", "imdb", "--out", str(tmp_path), "--num_labeled", "20", "--seeds", "0",
                        "--methods", "uda", "uda_conf", "sup_long",
@@ -336,7 +341,7 @@ def test_a_variant_is_its_base_method_with_its_own_options(tmp_path, capsys):
                                       (["--variant", "v", "setfit", "", "--methods", "v"], "base 'setfit'"),
                                       (["--variant", "v", "uda", "--no.such 1", "--methods", "v"], "--variant v")])
 def test_bad_methods_and_variants_are_clear_errors(tmp_path, capsys, argv, msg):
-    from tasks.compare import parse_args
+    from uda_compare.cli import parse_args
 
     with pytest.raises(SystemExit):
         parse_args(["--task", "imdb", "--out", str(tmp_path), *argv])
@@ -344,7 +349,8 @@ def test_bad_methods_and_variants_are_clear_errors(tmp_path, capsys, argv, msg):
 
 
 def test_compare_draws_another_sweeps_curves(tmp_path):
-    from tasks.compare import compared, plot_metric
+    from uda_compare.plots import plot_metric
+    from uda_compare.summary import compared
 
     other = tmp_path / "old"
     other.mkdir()
@@ -361,11 +367,11 @@ def test_compare_draws_another_sweeps_curves(tmp_path):
 
 
 def _compare_in_process(args):
-    """tasks.compare.main in this process (as the installed uda-compare calls it), accelerate's
+    """uda_compare.cli.main in this process (as the installed uda-compare calls it), accelerate's
     per-process state reset around it as tests/trainkit.py does."""
     from accelerate.state import AcceleratorState
 
-    from tasks.compare import main
+    from uda_compare.cli import main
 
     AcceleratorState._reset_state(reset_partial_state=True)
     try:
@@ -424,7 +430,7 @@ def test_compare_main_end_to_end_progress_lines_and_per_seed_table(tiny_model_di
 
 
 def test_help_is_uda_compare_and_documents_every_option(capsys):
-    from tasks.compare import main, parser
+    from uda_compare.cli import main, parser
 
     with pytest.raises(SystemExit) as e:
         main(["--help"])
@@ -451,20 +457,20 @@ def test_setfit_method_without_setfit_is_refused_before_anything_runs(tiny_model
     assert rc == 2 and "setfit" in err and "pip install setfit" in err
     assert not out.exists()  # nothing ran
     # the baseline itself says the same (exit 2) before it reads anything
-    from tasks.text.setfit_baseline import main as baseline_main
+    from uda_compare.setfit_baseline import main as baseline_main
 
     assert baseline_main(["--labeled_ids", str(tmp_path / "none.txt"), "--out", str(tmp_path / "sf")]) == 2
     assert "pip install setfit" in capsys.readouterr().err
 
 
 def test_setfit_runs_as_a_module_of_the_package(tmp_path, monkeypatch):
-    """The setfit method starts `python -m tasks.text.setfit_baseline` (no path into the checkout), with
+    """The setfit method starts `python -m uda_compare.setfit_baseline` (no path into the checkout), with
     the folder holding this package first on PYTHONPATH, in the run's output folder."""
     import argparse
     import subprocess as sp
 
-    import tasks
-    from tasks import compare
+    import uda_compare
+    from uda_compare import runs
 
     source = tmp_path / "uda-n8-seed0"
     source.mkdir()
@@ -478,16 +484,16 @@ def test_setfit_runs_as_a_module_of_the_package(tmp_path, monkeypatch):
 
     monkeypatch.setattr(sp, "run", fake_run)
     args = argparse.Namespace(out=str(tmp_path), quick=True)
-    assert compare.run_setfit(tmp_path / "setfit-n8-seed0", 8, 0, args) is None
-    assert seen["cmd"][:3] == [sys.executable, "-m", "tasks.text.setfit_baseline"]
+    assert runs.run_setfit(tmp_path / "setfit-n8-seed0", 8, 0, args) is None
+    assert seen["cmd"][:3] == [sys.executable, "-m", "uda_compare.setfit_baseline"]
     assert seen["cmd"][3:] == ["--run_dir", str(source), "--out", str(tmp_path / "setfit-n8-seed0"), "--quiet",
                                "--num_iterations", "2"]
-    root = str(os.path.dirname(os.path.dirname(os.path.abspath(tasks.__file__))))
+    root = str(os.path.dirname(os.path.dirname(os.path.abspath(uda_compare.__file__))))
     assert seen["env"]["PYTHONPATH"].split(os.pathsep)[0] == root
 
 
 def test_summary_without_matplotlib_writes_the_tables_and_says_why_no_plots(tmp_path, capsys, monkeypatch):
-    from tasks import compare
+    from uda_compare import plots, summary
 
     run = tmp_path / "supervised-n20-seed1"
     run.mkdir()
@@ -495,9 +501,9 @@ def test_summary_without_matplotlib_writes_the_tables_and_says_why_no_plots(tmp_
         "task": "imdb", "test": {"accuracy": 0.8, "macro_f1": 0.79}, "selected_model": {"step": 10},
         "total_seconds": 90.0, "cpu_seconds": 120.0, "environment": {"device": "cpu"},
         "data": {"counts": {"train": 20}}}))
-    monkeypatch.setattr(compare, "_have_matplotlib", lambda: False)
-    rows = compare.collect(tmp_path, "imdb")
-    written = compare.write_summary(tmp_path, rows, compare.summarize(rows, "imdb"), "imdb")
+    monkeypatch.setattr(plots, "have_matplotlib", lambda: False)
+    rows = summary.collect(tmp_path, "imdb")
+    written = summary.write_summary(tmp_path, rows, summary.summarize(rows, "imdb"), "imdb")
     assert [p.name for p in written] == ["summary.json", "summary.csv", "summary.md"]
     assert not list(tmp_path.glob("*.png")) and "pip install matplotlib" in capsys.readouterr().err
     md = (tmp_path / "summary.md").read_text()

@@ -1,6 +1,7 @@
 """The general few-label recipe (configs/recipes/text_fewlabel.yaml) on any text classification data:
-it loads for an IMDB-like and a TREC-like folder, the zero-shot start's descriptions come from the
-config, labels.json beside the data or the label template (in label order, recorded in data_info.json),
+it loads for an IMDB-like and a TREC-like folder, the zero-shot start's descriptions come from
+--model.label_descriptions (a list, a file or a template), labels.json beside the data or the default
+template (in label order, recorded in data_info.json),
 and the labelled set is N per class (a class with too few examples is an error)."""
 
 from __future__ import annotations
@@ -84,9 +85,10 @@ def test_recipe_is_the_imdb_recipe_without_imdb():
     general = flat(build_config("text_classification", RECIPE, {}).to_dict())
     differ = {k for k in imdb.keys() | general.keys() if imdb.get(k) != general.get(k)}
     assert differ == {"task", "data.hub_id", "data.id_order_file", "data.label_names", "data.min_unlabeled_chars",
-                      "data.dev_sampling", "model.label_descriptions", "model.zero_shot_start"}
+                      "data.dev_sampling", "model.label_descriptions"}
     assert general["data.dev_sampling"] == "proportional" and imdb["data.dev_sampling"] == "balanced"
-    assert general["model.zero_shot_start"] and general["model.label_descriptions"] is None
+    assert general["model.head_init"] == imdb["model.head_init"] == "descriptions"
+    assert general["model.label_descriptions"] is None
     assert general["data.id_order_file"] is None and general["data.label_names"] is None
     header = (Path(__file__).resolve().parent.parent / RECIPE).read_text().split("\ntask:")[0]
     assert "--data.path ../shared/data/imdb" in header and "--data.path ../shared/data/trec" in header
@@ -120,17 +122,22 @@ def test_recipe_on_a_trec_like_folder_and_the_template(tmp_path):
     assert split.info["counts"]["train_per_class"] == {n: 4 for n in TREC_NAMES}
     assert len(split.unlabeled) == 6 * 30 - 12  # no unsup file: the training pool's texts less dev
     assert texts == [f"This text is about {n.lower()}." for n in TREC_NAMES]
-    assert info == {"source": "model.label_template 'This text is about {name}.'",
-                    "texts": dict(zip(TREC_NAMES, texts))}
-    # the template is an option; names are lower-cased with underscores as spaces
-    cfg = recipe(data, **{"data.num_labeled": 24, "data.dev_size": 12, "model.label_template": "A {name} question",
+    assert info == {"source": "template 'This text is about {label}.'", "texts": dict(zip(TREC_NAMES, texts))}
+    # a template of your own; names are lower-cased with underscores as spaces
+    cfg = recipe(data, **{"data.num_labeled": 24, "data.dev_size": 12, "model.label_descriptions": "A {label} question",
                           "data.label_names": [n if n != "HUM" else "HUMAN_BEING" for n in TREC_NAMES]})
-    _, texts, _ = split_and_descriptions(cfg)
+    _, texts, info = split_and_descriptions(cfg)
     assert texts[3] == "A human being question" and texts[0] == "A abbr question"
-    with pytest.raises(ConfigError, match="must contain"):
-        recipe(data, **{"model.label_template": "no slot"})
+    assert info["source"] == "model.label_descriptions template 'A {label} question'"
+    with pytest.raises(ConfigError, match=r"template without \{label\}"):
+        recipe(data, **{"model.label_descriptions": "A {name} question"})
+    with pytest.raises(DataError, match=r"'no slot' is not a file .* and not a template \(it has no \{label\}\)"):
+        split_and_descriptions(recipe(data, **{"data.num_labeled": 24, "data.dev_size": 12,
+                                               "model.label_descriptions": "no slot"}))
     with pytest.raises(ConfigError, match="pooling mean"):
         recipe(data, **{"model.pooling": "cls"})
+    with pytest.raises(ConfigError, match="add --model.head_init descriptions"):
+        recipe(data, **{"model.head_init": "random", "model.label_descriptions": "A {label} question"})
     # without the recipe's zero-shot start: a random head, as before
     assert resolve_label_descriptions(build_config("text_classification", None, {}).model, TREC_NAMES, str(data)) \
         == (None, None)
@@ -151,11 +158,20 @@ def test_descriptions_from_labels_json_and_the_config(tmp_path):
     assert texts == listed and info["source"] == "model.label_descriptions"
     with pytest.raises(ConfigError, match="has 2 texts but the data has 6 classes"):
         split_and_descriptions(recipe(data, **opts, **{"model.label_descriptions": ["a", "b"]}))
-    # a file elsewhere, by --model.label_descriptions_file
+    # a file elsewhere, and a bare name found in the data folder; a list in label order is a file's layout too
     other = tmp_path / "mine.json"
     other.write_text(json.dumps({n: n.lower() for n in TREC_NAMES}))
-    _, texts, info = split_and_descriptions(recipe(data, **opts, **{"model.label_descriptions_file": str(other)}))
-    assert texts == [n.lower() for n in TREC_NAMES] and info["source"].endswith("mine.json")
+    _, texts, info = split_and_descriptions(recipe(data, **opts, **{"model.label_descriptions": str(other)}))
+    assert texts == [n.lower() for n in TREC_NAMES] and info["source"] == f"model.label_descriptions file {other}"
+    (data / "listed.json").write_text(json.dumps(listed))
+    _, texts, info = split_and_descriptions(recipe(data, **opts, **{"model.label_descriptions": "listed.json"}))
+    assert texts == listed and info["source"] == f"model.label_descriptions file {data / 'listed.json'}"
+    with pytest.raises(DataError, match="'missing.json' is not a file"):
+        split_and_descriptions(recipe(data, **opts, **{"model.label_descriptions": "missing.json"}))
+    # the shipped TREC descriptions (configs/labels/trec.json)
+    trec = Path(__file__).resolve().parent.parent / "configs" / "labels" / "trec.json"
+    _, texts, _ = split_and_descriptions(recipe(data, **opts, **{"model.label_descriptions": str(trec)}))
+    assert texts == [json.loads(trec.read_text())[n] for n in TREC_NAMES]
 
 
 @pytest.mark.parametrize("content, pattern", [
@@ -163,7 +179,9 @@ def test_descriptions_from_labels_json_and_the_config(tmp_path):
     ({**{n: "x" for n in TREC_NAMES}, "SPORT": "x"}, r"labels\.json' names the unknown label 'SPORT'"),
     ({**{n: "x" for n in TREC_NAMES}, "0": "y"}, "describes label 'ABBR' twice"),
     ({**{n: "x" for n in TREC_NAMES}, "NUM": " "}, "must be a non-empty text"),
-    (["x"] * 6, "must be a JSON object"),
+    (["x"] * 5, r"labels\.json' has 5 texts but the data has 6 classes"),
+    (["x"] * 5 + [""], "every description must be a non-empty text"),
+    ("x", "holds a str; it must be a JSON object"),
 ])
 def test_labels_json_errors(tmp_path, content, pattern):
     data = trec_like(tmp_path / "trec")
@@ -206,7 +224,7 @@ def test_data_info_records_the_descriptions_source(tiny_model_dir, tmp_path):
     (data / "labels.json").write_text(json.dumps({n: f"a {n.lower()} question" for n in TREC_NAMES}))
     out = tmp_path / "run"
     run(tiny_config(tiny_model_dir, data, out, **{
-        "model.pooling": "mean", "model.zero_shot_start": True, "data.num_labeled": 24, "data.dev_size": 12,
+        "model.pooling": "mean", "model.head_init": "descriptions", "data.num_labeled": 24, "data.dev_size": 12,
         "data.min_unlabeled_chars": 0, "train.max_steps": 2, "train.eval_every": 2}))
     info = json.loads((out / "data_info.json").read_text())
     assert info["label_names"] == TREC_NAMES
@@ -228,7 +246,7 @@ def test_real_trec_split_with_the_recipe():
     assert len(ids) == 596  # dev is carved from the rest of the pool
     assert len(split.unlabeled) == 5368 - 500  # the pool's texts less dev (TREC has no unlabelled file)
     assert texts == [f"This text is about {n.lower()}." for n in TREC_NAMES]
-    assert info["source"].startswith("model.label_template")
+    assert info["source"] == "template 'This text is about {label}.'"
 
 
 def header_commands() -> dict:
@@ -261,20 +279,22 @@ def test_the_headers_commands_build_their_configs():
         built[name] = build_config(task, config_file, overrides)
     assert built["IMDB"].model.label_descriptions == ["This movie is terrible.", "This movie is great."]
     assert (built["IMDB"].data.num_labeled, built["TREC"].data.num_labeled) == (20, 96)
-    assert built["TREC"].data.path == "../shared/data/trec" and built["TREC"].model.label_descriptions is None
+    assert built["TREC"].data.path == "../shared/data/trec"
+    assert built["TREC"].model.label_descriptions == "configs/labels/trec.json"
 
 
 def test_sweep_plain_methods_drop_the_zero_shot_start(tmp_path):
-    from tasks.compare import build_plan, parse_args
+    from uda_compare.cli import parse_args
+    from uda_compare.runs import build_plan
 
     data = trec_like(tmp_path / "trec")
     args = parse_args(["--task", "text_classification", "--out", str(tmp_path / "sweep"), "--num_labeled", "24",
                        "--seeds", "0", "--methods", "finetune", "supervised", "uda", "ceiling"])
     cfg = {folder.name: c for folder, c in build_plan(args, ["--config", RECIPE, "--data.path", str(data),
-                                                             "--model.label_descriptions_file", "labels.json"])}
-    start = {name: (c.model.zero_shot_start, c.model.label_descriptions_file) for name, c in cfg.items()}
-    assert start == {"finetune-n24-seed0": (False, None), "supervised-n24-seed0": (True, "labels.json"),
-                     "uda-n24-seed0": (True, "labels.json"), "ceiling-nall-seed0": (False, None)}
+                                                             "--model.label_descriptions", "labels.json"])}
+    start = {name: (c.model.head_init, c.model.label_descriptions) for name, c in cfg.items()}
+    assert start == {"finetune-n24-seed0": ("random", None), "supervised-n24-seed0": ("descriptions", "labels.json"),
+                     "uda-n24-seed0": ("descriptions", "labels.json"), "ceiling-nall-seed0": ("random", None)}
 
 
 def test_proportional_dev_follows_the_class_shares_and_keeps_every_class():

@@ -49,8 +49,5 @@ class ClassAligner:
 
     def load_state_dict(self, state: dict) -> None:
         self.ema = torch.tensor(state["class_ema"], dtype=torch.float32)
-        if "weights" in state:
-            self.bank = torch.tensor(state["bank"], dtype=torch.float32).reshape(-1, len(self.prior))
-            self._weights = torch.tensor(state["weights"], dtype=torch.float32)
-        else:  # a checkpoint of before 2026-12-03 held the running mean only
-            self._weights = self.prior / self.ema
+        self.bank = torch.tensor(state["bank"], dtype=torch.float32).reshape(-1, len(self.prior))
+        self._weights = torch.tensor(state["weights"], dtype=torch.float32)

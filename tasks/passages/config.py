@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from tasks.qa.config import ArticleSplit
+from tasks.common.squad import ArticleSplit
 from uda.config import option, require
 
 

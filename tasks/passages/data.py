@@ -10,7 +10,7 @@ articles').
 A passage without ``has_answer`` gets it from the text: true when an answer string occurs in it as
 whole words (:func:`answer_occurrences`).
 
-The split (:func:`split_records`) is the single-passage task's: :func:`tasks.qa.data.few_label_split`
+The split (:func:`split_records`) is the single-passage task's: :func:`tasks.common.squad.few_label_split`
 on the records' ``article`` (the SQuAD title; a record without one is its own article, so that the
 block sizes then count questions), ordered by sha256(title): test articles first, then dev,
 labelled pool, unlabelled pool. Which split a question is in is decided by its own article only;
@@ -34,7 +34,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from tasks.qa.data import build_features, clip_questions, few_label_split
+from tasks.common.squad import few_label_split
+from tasks.common.windows import build_features, clip_questions
 from uda.data import DataError, resolve_data_path
 from uda.io import iter_jsonl, open_text
 
@@ -121,7 +122,7 @@ def load_reader_file(path: str | Path) -> list[dict]:
 def load_passage_records(cfg: Any, retrieval_path: Optional[Path]) -> tuple[list[dict], str, dict]:
     """(records, source, retrieval info) from ``data.path``: a DPR reader-format file as it is, or a
     SQuAD-format json through BM25 (the built file is written to ``retrieval_path``)."""
-    from tasks.qa.data import load_squad_file, validate_examples
+    from tasks.common.squad import load_squad_file, validate_examples
     from tasks.passages.retrieval import build_records, corpus_sizes, recall_at_k, split_corpora, write_records
 
     path = resolve_data_path(cfg.data)
@@ -197,7 +198,7 @@ def occurrence_tokens(offsets: Sequence[Optional[tuple]], spans: Sequence[tuple[
 # ----------------------------------------------------------------------------- the split
 
 def split_records(records: Sequence[dict], cfg: Any) -> dict:
-    """train / dev / test / unlabeled records and info, by :func:`tasks.qa.data.few_label_split` on the
+    """train / dev / test / unlabeled records and info, by :func:`tasks.common.squad.few_label_split` on the
     records' articles. Unlabelled records keep only id, question and passages (no answers, no
     ``has_answer``: nothing of the gold reaches the consistency loss)."""
     proxies = [{"id": r["id"], "title": r["article"] if r.get("article") is not None else f"question:{r['id']}",
@@ -268,7 +269,7 @@ def first_segment_budget(max_question_length: int, max_title_length: int) -> int
 
 def encode_pairs(tokenizer: Any, firsts: Sequence[str], texts: Sequence[str], max_length: int,
                  budget: int) -> list[dict]:
-    """One feature per (first segment, passage text) pair: the first window of tasks.qa.data's
+    """One feature per (first segment, passage text) pair: the first window of tasks.common.windows's
     build_features (a passage longer than the window is cut), with ``ctx_mask`` (True at context
     tokens) and ``offsets`` (character spans in the passage text; None elsewhere)."""
     examples = [{"question": q, "context": t} for q, t in zip(firsts, texts)]

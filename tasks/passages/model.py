@@ -18,7 +18,7 @@ token). From the first token's final hidden state h_i of passage i:
   it is a learned scalar bias; the head lets the option depend on the passages (an unanswerable
   SQuAD 2.0 question usually has a plausible passage that lacks the answer);
 * the answerability logits [no answer, has answer] of each passage, a 2-logit head on the same
-  first-token state (the single-passage reader's verifier, tasks/qa/model.py). Built from a SQuAD 2.0
+  first-token state (the single-passage reader's verifier, tasks/common/qa_reader.py). Built from a SQuAD 2.0
   reader this library saved, the head starts from that reader's trained one: the no-answer decision
   can then use a verifier trained on every labelled question of the start.
 
@@ -40,8 +40,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tasks.qa.model import HEAD_CONFIG as QA_HEAD_CONFIG, load_heads, load_reader, span_model_from_pretrained
 from tasks.common.heads import HeadedModel
+from tasks.common.qa_reader import HEAD_CONFIG as QA_HEAD_CONFIG, load_heads, load_reader, span_model_from_pretrained
 
 HEAD_CONFIG = "passage_reader.json"
 

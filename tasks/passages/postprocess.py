@@ -5,7 +5,7 @@ no-answer logit n, and start/end logits over each passage's tokens:
 
 * Ranking: passages by r_i, highest first (ties: retrieval order). Selection probabilities are
   softmax([n, r_1..r_M]).
-* Spans (:func:`tasks.qa.postprocess.feature_candidates`): in each of the top ``span_passages``
+* Spans (:func:`tasks.common.spans.feature_candidates`): in each of the top ``span_passages``
   passages, the ``n_best`` best start and end tokens among its context tokens are paired (end >=
   start, at most ``max_answer_length`` tokens), scored start + end logit.
 * The answer span is the best span of the top-ranked passage (DPR). The no-answer score is
@@ -14,8 +14,8 @@ no-answer logit n, and start/end logits over each passage's tokens:
   top passage's relevance logit), a_top the top passage's has-answer log-odds from the answerability
   head (the single-passage reader's verifier), and v the verifier weight (0: the selection alone);
   +inf when the top passage has no valid span. The final answer is "" when the score is above the
-  threshold. The threshold maximising F1 on dev is fitted with
-  :func:`tasks.qa.postprocess.fit_null_threshold` (and v, when not given, as the value of
+  threshold (:func:`tasks.common.spans.decide`). The threshold maximising F1 on dev is fitted with
+  :func:`tasks.common.spans.fit_null_threshold` (and v, when not given, as the value of
   ``VERIFIER_GRID`` whose fitted threshold gives the best dev F1), then applied unchanged to test.
 * With a single-passage reader (``passages.single_reader``), which re-reads the top passage, the
   no-answer score becomes :func:`mixed_no_answer`: (1 - u) z(the score above) + u z(its no-answer
@@ -34,8 +34,8 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from tasks.qa.postprocess import feature_candidates
-from tasks.qa.metric import exact_score, f1_score, gold_answers_for_scoring
+from tasks.common.spans import decide, feature_candidates
+from tasks.common.squad_metric import exact_score, f1_score, gold_answers_for_scoring
 
 KS = (1, 5)
 
@@ -178,11 +178,6 @@ def decode_question(qid: str, passages: Sequence[dict], real: Sequence[int], rel
             "ranked_has_answer": [bool(passages[i].get("has_answer", False)) for i in order], "passages": top}
 
 
-def final_answer(prediction: Mapping, threshold: float) -> str:
-    """"" when the no-answer score is above the threshold, else the top passage's best span."""
-    return "" if prediction["no_answer_score"] > threshold else prediction["span_text"]
-
-
 def _exact(answers: Sequence[str], text: str) -> int:
     return max(exact_score(g, text) for g in gold_answers_for_scoring(answers))
 
@@ -213,7 +208,7 @@ def prediction_record(record: dict, pred: dict, threshold: float) -> dict:
         return None if x is None or not math.isfinite(x) else round(float(x), 4)
 
     return {"id": pred["id"], "question": record["question"], "gold_answers": list(record["answers"]),
-            "final_answer": final_answer(pred, threshold), "span_text": pred["span_text"],
+            "final_answer": decide(pred, threshold), "span_text": pred["span_text"],
             "span_score": r(pred["span_score"]), "no_answer_score": r(pred["no_answer_score"]),
             "selection_score": r(pred.get("selection_score")), "verifier_score": r(pred.get("verifier_score")),
             "reader_no_answer_score": r(pred.get("reader_no_answer_score")),

@@ -39,7 +39,7 @@ from typing import Mapping, Optional, Sequence
 
 RECALL_KS = (1, 5, 20)
 WHOLE_FILE = "file"  # the corpus name of every record when one corpus holds every paragraph
-# block of tasks.qa.data.split_by_article -> the corpus its questions are retrieved from
+# block of tasks.common.squad.split_by_article -> the corpus its questions are retrieved from
 CORPUS_OF_BLOCK = {"test": "test", "dev": "dev", "labeled_pool": "train", "unlabeled_pool": "train"}
 
 
@@ -77,8 +77,8 @@ def split_corpora(examples: Sequence[dict], test_articles: int, dev_articles: in
                   labeled_articles: int) -> dict[str, str]:
     """Article title -> the corpus its questions are retrieved from and its paragraphs belong to:
     "test", "dev" or "train" (labelled and unlabelled pool), the blocks of
-    :func:`tasks.qa.data.split_by_article`."""
-    from tasks.qa.data import split_by_article
+    :func:`tasks.common.squad.split_by_article`."""
+    from tasks.common.squad import split_by_article
 
     blocks = split_by_article(examples, test_articles, dev_articles, labeled_articles)
     return {t: CORPUS_OF_BLOCK[block] for block, titles in blocks["articles"].items() for t in titles}
@@ -163,7 +163,7 @@ def write_records(path: str | Path, records: Sequence[dict]) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tasks.qa.data import load_squad_file, split_by_article, validate_examples
+    from tasks.common.squad import load_squad_file, split_by_article, validate_examples
 
     ap = argparse.ArgumentParser(description="BM25 over the paragraphs of a SQuAD-format file -> DPR reader records, "
                                              "with recall@1/5/20 per block of the article split.")

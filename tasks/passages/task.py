@@ -25,17 +25,19 @@ only; passages are the same. Compared distributions (:meth:`PassagesTask.consist
 the selection distribution over [no answer, passages] (one row per question), each real passage's
 answerability distribution (one row per passage), and each real passage's start and end
 distributions over the same context tokens in both views (one row per passage:
-tasks.qa.task.consistency_views aligns the slots, the first-token slot dropped since spans here
+tasks.common.windows.consistency_views aligns the slots, the first-token slot dropped since spans here
 have no null slot; always per passage, whatever the normalisation in the supervised loss). Per
 distribution, uda.temperature sharpens the original view's target (selection: a peakier choice
 among no-answer and passages; spans: a peakier start or end position), and uda.confidence keeps a
 row only when its unsharpened maximum probability is above the threshold (selection: the
 question's top option; spans: that passage's top start or end token).
+
+Evaluation follows the path both readers share (tasks/common/reading.py), after the weights fitted on
+dev (fusion, verifier, single reader) turn the raw outputs into predictions (:meth:`PassagesTask.evaluate`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -50,18 +52,20 @@ from tasks.passages.config import PassagesConfig
 from tasks.passages.data import answer_occurrences, encode_pairs, first_segment_budget, first_segments, \
     load_passage_records, occurrence_tokens, pad_passages, split_records, trainable, training_passages
 from tasks.passages.model import build_passage_reader
-from tasks.passages.postprocess import (KS, MIX_GRID, VERIFIER_GRID, decode_question, final_answer, fit_fusion_weight,
+from tasks.common.qa_reader import load_run_reader
+from tasks.common.reading import (answer_metrics, evaluate_predictions, finish_metrics, read_windows,
+                                  write_prediction_lines)
+from tasks.common.spans import fit_null_threshold
+from tasks.common.squad import require_unlabeled, start_held_out
+from tasks.common.windows import align_span_logits, build_features, consistency_views
+from tasks.passages.postprocess import (KS, MIX_GRID, VERIFIER_GRID, decode_question, fit_fusion_weight,
                                         mixed_no_answer, passage_spans, prediction_record, reader_metrics,
                                         retriever_scores, standardiser)
-from tasks.qa.task import align_span_logits, consistency_views
-from tasks.qa.data import require_unlabeled, start_held_out
-from tasks.qa.postprocess import fit_null_threshold
 from tasks.passages.retrieval import recall_at_k
-from tasks.qa.metric import roc_auc, squad_v2_metrics
 from uda.data import DataError
 from uda.evaluation import length_sorted_batches, pad_right, run_inference
 from uda.hub import resolve_model_path
-from uda.task import SupervisedOutput, SupervisedTerm, Task, TaskData
+from uda.task import RunContext, SupervisedOutput, SupervisedTerm, Task, TaskData
 
 _MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "passage_mask", "context_mask")
 _MASKED = -1e9  # finite stand-in for -inf (as uda.losses): a fully masked row stays finite, in both passes
@@ -158,23 +162,20 @@ class PassagesTask(Task):
         self.augmenter = None
         self.rng = np.random.default_rng(0)  # augmentation
         self.sample_rng = np.random.default_rng(1)  # passages of the training samples
-        self.tsa_num_classes = 2
         self.max_length = 350
         self.p: Any = PassagesConfig()
         self.model_path = ""
         self.dev_records: list[dict] = []
-        self.run_dir: Optional[Path] = None  # set by the training loop: the built retrieval file goes there
-        self._single: Optional[tuple] = None  # (QATask, model) of passages.single_reader, loaded when first used
+        self._single: Optional[tuple] = None  # (config, tokenizer, reader) of passages.single_reader, loaded once
 
     # ------------------------------------------------------------------ setup
-    def setup(self, cfg: Any) -> TaskData:
+    def setup(self, cfg: Any, run: RunContext) -> TaskData:
         from tqdm.auto import tqdm
         from transformers import AutoTokenizer
 
         self.p = cfg.passages
         self.max_length = cfg.model.max_length
-        path = Path(self.p.retrieval_file) if self.p.retrieval_file else \
-            (Path(self.run_dir) / "data" / "retrieval.jsonl.gz" if self.run_dir is not None else None)
+        path = Path(self.p.retrieval_file) if self.p.retrieval_file else run.run_dir / "data" / "retrieval.jsonl.gz"
         if os.environ.get("RANK", "0") != "0":
             path = None  # every process retrieves the same; the main one writes the file
         records, source, retrieval = load_passage_records(cfg, path)
@@ -199,19 +200,18 @@ class PassagesTask(Task):
             start_held_out(single / "model", split["info"]["articles"])
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, trust_remote_code=cfg.model.trust_remote_code)
         self.tokenizer.padding_side = "right"
-        self.tsa_num_classes = self.p.span_tsa_num_classes
         self.rng = np.random.default_rng(cfg.seed + 1)
         self.sample_rng = np.random.default_rng([cfg.seed, 7])
         train = [r for r in split["train"] if trainable(r, self.p.train_top_k)]
         self.dev_records = split["dev"]
-        needs_unlabeled = cfg.uda.lambda_u > 0
-        require_unlabeled(split["unlabeled"], cfg.uda.lambda_u, "passages")
-        if needs_unlabeled:
+        require_unlabeled(split["unlabeled"], run.wants_unlabeled, "passages")
+        if run.wants_unlabeled:
             self.augmenter = build_augmenter(cfg.augment, [u["question"] for u in split["unlabeled"]])
         info = {"source": source, "retrieval": retrieval, **split["info"],
                 "train_without_positive_dropped": len(split["train"]) - len(train)}
         return TaskData(train=train, dev=split["dev"], test=split["test"],
-                        unlabeled=split["unlabeled"] if needs_unlabeled else [], info=info)
+                        unlabeled=split["unlabeled"] if run.wants_unlabeled else [], info=info,
+                        tsa_num_classes=self.p.span_tsa_num_classes)
 
     def build_model(self, cfg: Any) -> torch.nn.Module:
         return build_passage_reader(self.model_path, cfg.model.dropout, cfg.model.trust_remote_code,
@@ -394,25 +394,26 @@ class PassagesTask(Task):
     def single_reader_scores(self, records: Sequence[dict], raw: Sequence[dict], preds: Sequence[dict],
                              accelerator: Any, batch_size: int) -> list[float]:
         """The no-answer score of ``passages.single_reader`` reading each question's top-ranked passage
-        (+inf for a question without passages)."""
-        from tasks.qa.task import QATask
-
+        (+inf for a question without passages), read as that squad_v2 run reads a question."""
         if self._single is None:
-            qa, model = QATask.from_run(self.p.single_reader)
-            self._single = (qa, model.to(accelerator.device).eval())
-        qa, model = self._single
+            cfg, tokenizer, model = load_run_reader(self.p.single_reader)
+            self._single = (cfg, tokenizer, model.to(accelerator.device).eval())
+        cfg, tokenizer, model = self._single
         examples, rows = [], []
         for k, (r, q, p) in enumerate(zip(records, raw, preds)):
             if p["passages"]:
                 top = next(psg for psg in q["passages"] if psg["id"] == p["passages"][0]["id"])
-                # an id per (question, passage): the single reader caches features by example ids
+                # an id per (question, passage): a squad_v2 example of its own
                 examples.append({"id": f"{r['id']}|{top['id']}", "title": top.get("title", ""),
                                  "question": r["question"], "context": top["text"], "answers": [],
                                  "is_impossible": True})
                 rows.append(k)
         scores = [math.inf] * len(preds)
         if examples:
-            for k, single in zip(rows, qa.predict(model, examples, accelerator, batch_size)):
+            feats = build_features(tokenizer, examples, cfg.model.max_length, cfg.qa.doc_stride,
+                                   cfg.qa.max_question_length, with_labels=False)
+            singles = read_windows(model, tokenizer, examples, feats, cfg.qa, accelerator, batch_size)
+            for k, single in zip(rows, singles):
                 scores[k] = float(single["no_answer_score"])
         return scores
 
@@ -449,18 +450,12 @@ class PassagesTask(Task):
 
     def score(self, records: Sequence[dict], preds: Sequence[dict], threshold: float) -> dict[str, float]:
         gold = {r["id"]: list(r["answers"]) for r in records}
-        final = {p["id"]: final_answer(p, threshold) for p in preds}
-        metrics = squad_v2_metrics(gold, final, na_scores={p["id"]: p["no_answer_score"] for p in preds},
-                                   span_preds={p["id"]: p["span_text"] for p in preds})
+        metrics = answer_metrics(gold, preds, threshold)
         metrics["em"] = metrics["exact"]
         metrics.update(reader_metrics(gold, preds))
         # how well the no-answer score ranks answerable above unanswerable questions, whatever the threshold
-        auc = roc_auc([-min(p["no_answer_score"], 1e30) for p in preds], [bool(gold[p["id"]]) for p in preds])
-        if auc is not None:
-            metrics["no_answer_auc"] = 100.0 * auc
-        metrics["null_threshold"] = float(threshold)
-        metrics["num_examples"] = len(preds)
-        return {k: float(v) for k, v in metrics.items()}
+        return finish_metrics(metrics, gold, preds, threshold, "no_answer_auc",
+                              [-min(p["no_answer_score"], 1e30) for p in preds])
 
     def evaluate(self, model: torch.nn.Module, examples: Sequence[Any], accelerator: Any,
                  batch_size: int, split: str, out_dir: Any = None) -> dict[str, float]:
@@ -480,13 +475,10 @@ class PassagesTask(Task):
             dev_records = examples if split == "dev" else self.dev_records
             mix = self.mix_single_reader(dev_records, dev_raw, preds if split == "dev" else dev_preds,
                                          [] if split == "dev" else [(examples, raw, preds)], accelerator, batch_size)
-        threshold = self.p.null_threshold
-        if self.p.fit_threshold_on_dev:
-            if split == "dev":
-                threshold = self.fit_threshold(examples, preds)
-            elif dev_preds:
-                threshold = self.fit_threshold(self.dev_records, dev_preds)
-        metrics = self.score(examples, preds, threshold)
+        metrics, _, _ = evaluate_predictions(
+            self, split, examples, preds, self.dev_records, dev_preds, null_threshold=self.p.null_threshold,
+            fit_on_dev=self.p.fit_threshold_on_dev, fit_dev_on_itself=True, out_dir=out_dir,
+            write=accelerator.is_main_process)
         if weight is not None:
             metrics["fusion_weight"] = float(weight)
         metrics["verifier_weight"] = float(verifier)
@@ -495,10 +487,6 @@ class PassagesTask(Task):
         # the retriever's own order on the same questions: what the reader's passage@1 must not fall below
         metrics["retriever_passage@1"] = reader_metrics({r["id"]: list(r["answers"]) for r in examples},
                                                         self.decode(raw, 0.0), ks=(1,))["passage@1"]
-        if out_dir is not None and accelerator.is_main_process:
-            self.write_predictions(Path(out_dir), split, examples, preds, threshold)
-            if dev_preds:
-                self.write_predictions(Path(out_dir), "dev", self.dev_records, dev_preds, threshold)
         return metrics
 
     @staticmethod
@@ -506,10 +494,7 @@ class PassagesTask(Task):
                           threshold: float) -> None:
         """predictions_<split>.jsonl: per question, the gold answers, the top passages (relevance,
         selection probability, has_answer, top spans), the final answer and the no-answer score."""
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with (out_dir / f"predictions_{split}.jsonl").open("w", encoding="utf-8") as f:
-            for r, p in zip(records, preds):
-                f.write(json.dumps(prediction_record(r, p, threshold), ensure_ascii=False) + "\n")
+        write_prediction_lines(out_dir, split, (prediction_record(r, p, threshold) for r, p in zip(records, preds)))
 
     # ------------------------------------------------------------------ saving
     def save(self, model: torch.nn.Module, out_dir: Any) -> None:

@@ -5,27 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tasks.common.squad import ArticleSplit
 from uda.config import option, require
-
-
-@dataclass
-class ArticleSplit:
-    """What the QA tasks share: question and answer lengths, and the deterministic few-label split of a
-    SQuAD-format file by article (its sha256(title) order): test articles first, then dev, then the
-    labelled pool, the rest unlabelled."""
-
-    max_question_length: int = option(64, "Questions are cut to at most this many tokens.")
-    max_answer_length: int = option(30, "Longest answer span, in tokens, that prediction considers.")
-    test_articles: int = option(10, "Held-out test articles: the first ones in sha256(title) order.")
-    dev_articles: int = option(3, "Dev articles (model selection, threshold fitting): the next ones in that order.")
-    labeled_articles: int = option(8, "Labelled-pool articles (data.num_labeled questions are drawn from them): the "
-                               "next ones; every remaining article is the unlabelled pool.")
-
-    def validate_split(self, section: str) -> None:
-        require(self.max_question_length >= 1 and self.max_answer_length >= 1,
-                f"{section}.max_question_length and {section}.max_answer_length must be >= 1")
-        require(self.test_articles >= 1 and self.labeled_articles >= 1 and self.dev_articles >= 0,
-                f"{section}.test_articles and {section}.labeled_articles must be >= 1, {section}.dev_articles >= 0")
 
 
 @dataclass

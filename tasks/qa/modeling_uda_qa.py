@@ -17,7 +17,8 @@ results.json ``test.null_threshold``). The settings are config.json's ``uda_qa``
     qa = pipeline("question-answering", model=FOLDER, trust_remote_code=True)
     qa(question="...", context="...")  # {"answer": "" or the span, "start", "end", "no_answer_score", ...}
 
-This file imports only torch, numpy and transformers.
+This file imports only torch, numpy and transformers (the library's span search, ``feature_candidates``,
+is written out in it).
 """
 
 import math
@@ -76,25 +77,7 @@ def clip_question(tokenizer, question: str, max_question_length: int, suffix: st
     return q.rstrip() + suffix if suffix else q
 
 
-def feature_candidates(start_logits, end_logits, offsets, n_best: int, max_answer_length: int) -> list:
-    """[(score, start_char, end_char)] of the best valid spans of one window, best first."""
-    ctx = np.array([o is not None for o in offsets] + [False] * (len(start_logits) - len(offsets)))[:len(start_logits)]
-    if not ctx.any():
-        return []
-    s = np.where(ctx, start_logits, -np.inf)
-    e = np.where(ctx, end_logits, -np.inf)
-    k = min(n_best, int(ctx.sum()))
-    top_s = np.argsort(-s, kind="stable")[:k]
-    top_e = np.argsort(-e, kind="stable")[:k]
-    scores = s[top_s][:, None] + e[top_e][None, :]
-    length = top_e[None, :] - top_s[:, None] + 1
-    valid = (length >= 1) & (length <= max_answer_length)
-    out = []
-    for i, j in zip(*np.nonzero(valid)):
-        a, b = int(top_s[i]), int(top_e[j])
-        out.append((float(scores[i, j]), offsets[a][0], offsets[b][1]))
-    out.sort(key=lambda c: -c[0])
-    return out[:n_best]
+from tasks.common.spans import feature_candidates  # noqa: E402 (uda: written out on export)
 
 
 def read_question(context: str, windows: list, n_best: int, max_answer_length: int, span_weight: float,

@@ -32,10 +32,8 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-QUESTION_TOKEN = "[QUESTION]"
-# What fine-tuning appends to a real question when the tokenizer knows the token (Splinter's format):
-# the real question then ends in the same token the synthetic ones point from.
-QUESTION_SUFFIX = f" {QUESTION_TOKEN}."
+from tasks.common.windows import QUESTION_TOKEN  # the token real questions end in too (fine-tuning's marker)
+
 KINDS = ("recurring", "cloze", "removed", "swapped")
 
 # Small English stopword list (no corpus download needed): a span made only of these is not a span.

@@ -15,7 +15,10 @@ Consistency training: the augmented view changes the question only. Each unlabel
 (question, context) pair gives its first window in both views, cut to the same context tokens; the
 start and end logits are gathered at [first token, context tokens...] so both views give
 distributions of equal length over the same slots (padding slots -inf), and the consistency loss
-compares the start, end and answerability distributions (:func:`consistency_views`).
+compares the start, end and answerability distributions (:func:`tasks.common.windows.consistency_views`).
+
+Evaluation follows the path both readers share (tasks/common/reading.py): predictions of the split
+(and of dev, to fit the no-answer threshold), the scores at that threshold, the prediction files.
 """
 
 from __future__ import annotations
@@ -31,23 +34,20 @@ import torch
 import torch.nn.functional as F
 
 from augment.build import build_augmenter
+from tasks.common.qa_reader import build_qa_model, load_run_reader, model_inputs
+from tasks.common.reading import (answer_metrics, evaluate_predictions, finish_metrics, read_windows,
+                                  write_prediction_lines)
+from tasks.common.spans import decide, fit_null_threshold
+from tasks.common.squad import require_unlabeled, start_held_out
+from tasks.common.squad_metric import raw_scores
+from tasks.common.windows import (align_span_logits, build_features, collate_features, consistency_views,
+                                  question_suffix)
 from tasks.qa.config import QAConfig
-from tasks.qa.data import (build_features, clip_questions, collate_features, describe_features, question_suffix,
-                           require_unlabeled, split_for_config, start_held_out)
+from tasks.qa.data import describe_features, split_for_config
 from tasks.qa.export import write_qa_export
-from tasks.qa.model import build_qa_model
-from tasks.qa.postprocess import decide, fit_null_threshold, postprocess
-from tasks.qa.metric import raw_scores, roc_auc, squad_v2_metrics
 from uda.config import ConfigError
-from uda.evaluation import length_sorted_batches, run_inference
 from uda.hub import resolve_model_path
-from uda.task import SupervisedOutput, SupervisedTerm, Task, TaskData
-
-_MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-
-
-def model_inputs(batch: dict) -> dict:
-    return {k: batch[k] for k in _MODEL_INPUTS if k in batch}
+from uda.task import RunContext, SupervisedOutput, SupervisedTerm, Task, TaskData
 
 
 # ----------------------------------------------------------------------------- loss maths
@@ -87,55 +87,6 @@ def qa_supervised_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, ans
                             terms=[t for t in terms if t.weight > 0])
 
 
-def align_span_logits(logits: torch.Tensor, align_index: torch.Tensor, align_mask: torch.Tensor) -> torch.Tensor:
-    """(B, T) token logits -> (B, C) logits at the aligned slots (first token, then the shared context
-    tokens); slots beyond an example's context are -inf."""
-    return logits.float().gather(1, align_index).masked_fill(~align_mask, float("-inf"))
-
-
-def consistency_views(tokenizer: Any, questions: Sequence[str], aug_questions: Sequence[str],
-                      contexts: Sequence[str], max_length: int, max_question_length: int) -> tuple[dict, dict]:
-    """Model inputs of the original and augmented views of (question, context) pairs, plus
-    ``align_index``/``align_mask`` (B, C) that pick the same slots in both: the first token (the
-    no-answer slot) and the first L context tokens, L the shorter of the two views' context windows
-    (a longer question leaves less room), the longer view being cut to those L tokens."""
-    views = []
-    for qs in (questions, aug_questions):
-        qs = clip_questions(tokenizer, qs, max_question_length)
-        enc = tokenizer(qs, list(contexts), truncation="only_second", max_length=max_length)
-        rows = []
-        for i in range(len(qs)):
-            seq = enc.sequence_ids(i)
-            ctx = [j for j, s in enumerate(seq) if s == 1]
-            row = {k: enc[k][i] for k in enc.keys() if k in ("input_ids", "token_type_ids")}
-            rows.append((row, ctx[0] if ctx else len(seq) - 1, len(ctx)))
-        views.append(rows)
-    out_rows: tuple[list, list] = ([], [])
-    slots = []
-    for (r0, s0, n0), (r1, s1, n1) in zip(*views):
-        n = min(n0, n1)
-        cut = []
-        for row, s, m in ((r0, s0, n0), (r1, s1, n1)):
-            # keep the question part, the first n context tokens and the trailing special tokens
-            cut.append({k: v[:s + n] + v[s + m:] for k, v in row.items()})
-        if cut[0]["input_ids"][s0:s0 + n] != cut[1]["input_ids"][s1:s1 + n]:
-            raise ValueError("the two views' context tokens differ: the tokenizer must tokenise the context "
-                             "independently of the question")
-        out_rows[0].append(cut[0])
-        out_rows[1].append(cut[1])
-        slots.append(([0] + list(range(s0, s0 + n)), [0] + list(range(s1, s1 + n))))
-    width = max(len(a) for a, _ in slots)
-    batches = []
-    for v in (0, 1):
-        batch = dict(tokenizer.pad(out_rows[v], return_tensors="pt"))
-        index = [sl[v] + [0] * (width - len(sl[v])) for sl in slots]
-        mask = [[True] * len(sl[v]) + [False] * (width - len(sl[v])) for sl in slots]
-        batch["align_index"] = torch.tensor(index, dtype=torch.long)
-        batch["align_mask"] = torch.tensor(mask, dtype=torch.bool)
-        batches.append(batch)
-    return batches[0], batches[1]
-
-
 def prediction_records(examples: Sequence[dict], preds: Sequence[dict], threshold: float) -> list[dict]:
     """The per-question lines of a predictions file (for error analysis)."""
 
@@ -170,7 +121,6 @@ class QATask(Task):
         self.tokenizer = None
         self.augmenter = None
         self.rng = np.random.default_rng(0)
-        self.tsa_num_classes = 2
         self.max_length = 384
         self.qa: Any = QAConfig()  # replaced by the run's section in setup
         self.model_path = ""
@@ -186,26 +136,16 @@ class QATask(Task):
         ``config.yaml`` and ``model/``), ready to :meth:`predict` or :meth:`evaluate` other examples
         with the run's windowing and no-answer settings; no data is read. Set ``dev_examples`` to fit
         the no-answer threshold on them in ``evaluate``."""
-        from transformers import AutoTokenizer
-
-        from tasks.qa.model import load_qa_model
-        from uda.config import build_config
-
-        run = Path(run)
-        for need in ("config.yaml", "model"):
-            if not (run / need).exists():
-                raise FileNotFoundError(f"'{run}' has no {need}: pass a finished --task squad_v2 run folder")
-        cfg = build_config("squad_v2", str(run / "config.yaml"), {"output_dir": str(run)})
+        cfg, tokenizer, model = load_run_reader(run)
         task = cls()
         task.qa, task.max_length = cfg.qa, cfg.model.max_length
         task.trust_remote_code, task.dropout = cfg.model.trust_remote_code, cfg.model.dropout
-        task.model_path = str(run / "model")
-        task.tokenizer = AutoTokenizer.from_pretrained(task.model_path, trust_remote_code=task.trust_remote_code)
-        task.tokenizer.padding_side = "right"
-        return task, load_qa_model(run / "model", trust_remote_code=task.trust_remote_code)
+        task.model_path = str(Path(run) / "model")
+        task.tokenizer = tokenizer
+        return task, model
 
     # ------------------------------------------------------------------ setup
-    def setup(self, cfg: Any) -> TaskData:
+    def setup(self, cfg: Any, run: RunContext) -> TaskData:
         from transformers import AutoTokenizer
 
         self.qa = cfg.qa
@@ -221,22 +161,22 @@ class QATask(Task):
         self.dropout = cfg.model.dropout
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, trust_remote_code=self.trust_remote_code)
         self.tokenizer.padding_side = "right"
-        self.tsa_num_classes = cfg.qa.tsa_num_classes
         self.rng = np.random.default_rng(cfg.seed + 1)
-        # distribution alignment (--uda.distribution_alignment) acts on the answerability head's
-        # [no answer, has answer] distribution, the third of consistency_logits(), towards the labelled share
-        self.class_logits_index = 2 if cfg.qa.answerability_consistency else None
         has = sum(not e["is_impossible"] for e in split["train"])
-        self.class_prior = torch.tensor([len(split["train"]) - has, has], dtype=torch.float32) / max(1, len(split["train"]))
         train_features = self._build(split["train"], with_labels=True)
         self.dev_examples = split["dev"]
-        needs_unlabeled = cfg.uda.lambda_u > 0
-        require_unlabeled(split["unlabeled"], cfg.uda.lambda_u, "qa")
-        if needs_unlabeled:
+        require_unlabeled(split["unlabeled"], run.wants_unlabeled, "qa")
+        if run.wants_unlabeled:
             self.augmenter = build_augmenter(cfg.augment, [u["question"] for u in split["unlabeled"]])
         info = {"source": source, **split["info"], "train_features": describe_features(train_features)}
+        # distribution alignment (--uda.distribution_alignment) acts on the answerability head's
+        # [no answer, has answer] distribution, the third of consistency_logits(), towards the labelled share
         return TaskData(train=train_features, dev=split["dev"], test=split["test"],
-                        unlabeled=split["unlabeled"] if needs_unlabeled else [], info=info)
+                        unlabeled=split["unlabeled"] if run.wants_unlabeled else [], info=info,
+                        tsa_num_classes=cfg.qa.tsa_num_classes,
+                        class_logits_index=2 if cfg.qa.answerability_consistency else None,
+                        class_prior=torch.tensor([len(split["train"]) - has, has], dtype=torch.float32)
+                        / max(1, len(split["train"])))
 
     def augment_pool(self, cfg: Any) -> tuple[Any, dict]:
         """The unlabelled questions of the article split as (id, question) pairs: the consistency loss
@@ -288,29 +228,18 @@ class QATask(Task):
 
     def predict(self, model: torch.nn.Module, examples: Sequence[dict], accelerator: Any,
                 batch_size: int) -> list[dict]:
-        """Post-processed predictions (see tasks/qa/postprocess.py), one per question, in order."""
-        feats = self._features_for(examples)
-        batches = length_sorted_batches([len(f["input_ids"]) for f in feats], batch_size)
+        """Post-processed predictions (tasks/common/spans.py), one per question, in order."""
+        return read_windows(model, self.tokenizer, examples, self._features_for(examples), self.qa, accelerator,
+                            batch_size)
 
-        def collate(indices: list[int]) -> dict:
-            return model_inputs(collate_features(self.tokenizer, [feats[i] for i in indices], with_labels=False))
-
-        def forward(batch: dict) -> dict:
-            out = model(**batch)
-            return {"start_logits": out.start_logits.float(), "end_logits": out.end_logits.float(),
-                    "answerability_logits": out.answerability_logits.float()}
-
-        indices, outputs = run_inference(forward, batches, collate, accelerator)
-        rows = np.argsort(indices)  # row of feature i (indices is a permutation of the features)
-        arrays = {k: v.numpy()[rows] for k, v in outputs.items()}
-        return postprocess(examples, feats, arrays, self.qa.n_best, self.qa.max_answer_length,
-                           self.qa.null_span_weight, self.qa.null_answerability_weight)
+    @staticmethod
+    def fit_threshold(examples: Sequence[dict], preds: Sequence[dict]) -> float:
+        """The no-answer threshold that maximises F1 on these (dev) questions (:func:`fit_null_threshold`)."""
+        return fit_null_threshold(preds, examples)
 
     def score(self, examples: Sequence[dict], preds: Sequence[dict], threshold: float) -> dict[str, float]:
         gold = {e["id"]: [a["text"] for a in e["answers"]] for e in examples}
-        final = {p["id"]: decide(p, threshold) for p in preds}
-        metrics = squad_v2_metrics(gold, final, na_scores={p["id"]: p["no_answer_score"] for p in preds},
-                                   span_preds={p["id"]: p["span_text"] for p in preds})
+        metrics = answer_metrics(gold, preds, threshold)
         # span quality alone: answerable questions, always answered with the best span (no null decision)
         has = [(e, p) for e, p in zip(examples, preds) if e["answers"]]
         forced_exact, forced_f1 = raw_scores({e["id"]: gold[e["id"]] for e, _ in has},
@@ -319,12 +248,9 @@ class QATask(Task):
         metrics["HasAns_span_f1"] = 100.0 * sum(forced_f1.values()) / len(has) if has else 0.0
         verifier_right = [(p["has_answer_log_odds"] > 0) == (not e["is_impossible"]) for e, p in zip(examples, preds)]
         metrics["answerability_accuracy"] = 100.0 * float(np.mean(verifier_right)) if preds else 0.0
-        auc = roc_auc([p["has_answer_log_odds"] for p in preds], [not e["is_impossible"] for e in examples])
-        if auc is not None:  # the verifier's ranking of answerable above unanswerable questions
-            metrics["answerability_auc"] = 100.0 * auc
-        metrics["null_threshold"] = float(threshold)
-        metrics["num_examples"] = len(preds)
-        return {k: float(v) for k, v in metrics.items()}
+        # the verifier's ranking of answerable above unanswerable questions
+        return finish_metrics(metrics, gold, preds, threshold, "answerability_auc",
+                              [p["has_answer_log_odds"] for p in preds])
 
     def evaluate(self, model: torch.nn.Module, examples: Sequence[Any], accelerator: Any,
                  batch_size: int, split: str, out_dir: Any = None) -> dict[str, float]:
@@ -337,19 +263,16 @@ class QATask(Task):
         log-odds for answerable against unanswerable, in %; 50 = chance), ``null_threshold`` (the one
         applied)."""
         preds = self.predict(model, examples, accelerator, batch_size)
-        threshold = self.qa.null_threshold
         dev_preds = None
         if split != "dev" and self.qa.fit_threshold_on_dev and self.dev_examples:
             dev_preds = self.predict(model, self.dev_examples, accelerator, batch_size)
-            threshold = fit_null_threshold(dev_preds, self.dev_examples)
-        metrics = self.score(examples, preds, threshold)
-        metrics["threshold_fitted_on_dev"] = float(dev_preds is not None)
+        metrics, threshold, fitted = evaluate_predictions(
+            self, split, examples, preds, self.dev_examples, dev_preds, null_threshold=self.qa.null_threshold,
+            fit_on_dev=self.qa.fit_threshold_on_dev, fit_dev_on_itself=False, out_dir=out_dir,
+            write=accelerator.is_main_process)
+        metrics["threshold_fitted_on_dev"] = float(fitted)
         if split != "dev":
             self.test_threshold = float(threshold)  # what save() writes into the exported model's config
-        if out_dir is not None and accelerator.is_main_process:
-            self.write_predictions(Path(out_dir), split, examples, preds, threshold)
-            if dev_preds is not None:
-                self.write_predictions(Path(out_dir), "dev", self.dev_examples, dev_preds, threshold)
         return metrics
 
     def write_predictions(self, out_dir: Path, split: str, examples: Sequence[dict], preds: Sequence[dict],
@@ -357,10 +280,7 @@ class QATask(Task):
         """predictions_<split>.jsonl (one line per question) and, for the official script,
         predictions_<split>_official.json ({id: answer}) and na_scores_<split>.json ({id: no-answer
         score}; a question without any valid span, whose score is +inf, is written as 1e9)."""
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with (out_dir / f"predictions_{split}.jsonl").open("w", encoding="utf-8") as f:
-            for rec in prediction_records(examples, preds, threshold):
-                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        write_prediction_lines(out_dir, split, prediction_records(examples, preds, threshold))
         (out_dir / f"predictions_{split}_official.json").write_text(
             json.dumps({p["id"]: decide(p, threshold) for p in preds}, ensure_ascii=False), encoding="utf-8")
         (out_dir / f"na_scores_{split}.json").write_text(

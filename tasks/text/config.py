@@ -4,10 +4,13 @@ flags are ``--data.text_column``, ``--model.pooling``."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from uda.config import ConfigError, DataConfig, ModelConfig, option
+
+LABEL_SLOT = "{label}"  # where a description template puts the class name
 
 
 @dataclass
@@ -64,26 +67,20 @@ class TextModelConfig(ModelConfig):
         50000, "How many unlabelled texts the MLM stage draws (seeded by the run seed) and cycles through; None: "
         "the whole pool.")
     mlm_probability: float = option(0.15, "Share of the tokens the MLM stage masks (BERT's 15%).")
-    label_descriptions: Optional[list] = option(
-        None, "One short text per class, in label order, that describes it (IMDB: 'This movie is terrible.', 'This "
-        "movie is great.'): the classifier starts from them instead of a random head, each class's weights being "
-        "the encoder's normalised mean-pooled embedding of its text (a zero-shot start), scaled to fit the "
-        "labelled examples. Needs model.pooling mean. None: a random head (unless model.zero_shot_start or "
-        "model.label_descriptions_file asks for descriptions from elsewhere).")
-    zero_shot_start: bool = option(
-        False, "Start the head from one description per class (the zero-shot start of model.label_descriptions; "
-        "needs model.pooling mean), taking the first of: model.label_descriptions; model.label_descriptions_file; "
-        "labels.json in the --data.path folder (a JSON object mapping each label name, or integer label as a "
-        "string, to its description); model.label_template filled with each label name. Which one was used is "
-        "recorded in data_info.json (label_descriptions).")
-    label_descriptions_file: Optional[str] = option(
-        None, "A JSON file mapping each label name (or integer label as a string) to a description of the class "
-        "(the layout of labels.json); given, the head starts from it (model.label_descriptions, if also given, "
-        "wins). None: with model.zero_shot_start, labels.json in the --data.path folder when there is one.")
-    label_template: str = option(
-        "This text is about {name}.", "With model.zero_shot_start and no description given or found: each class's "
-        "description is this text with {name} replaced by its label name, lower-cased, underscores as spaces "
-        "(integer labels have no names: set --data.label_names, or give descriptions).")
+    head_init: Literal["random", "descriptions"] = option(
+        "random", "How the classifier head starts. 'random': random weights. 'descriptions': a zero-shot start "
+        "from one short text per class (IMDB: 'This movie is terrible.', 'This movie is great.'): each class's "
+        "weights are the encoder's normalised mean-pooled embedding of its text, scaled to fit the labelled "
+        "examples. Needs model.pooling mean. The texts come from model.label_descriptions; when it is not "
+        "given, from labels.json in the --data.path folder, else from the template 'This text is about "
+        "{label}.'. data_info.json records which (label_descriptions).")
+    label_descriptions: Optional[Union[str, list]] = option(
+        None, "With model.head_init descriptions: the class descriptions, as a list of texts in label order; a "
+        "JSON file (looked up in the --data.path folder when not found as given) holding an object that maps "
+        "each label name, or integer label as a string, to its description (the layout of labels.json and "
+        "configs/labels/*.json) or a list in label order; or a template containing {label}, filled with each "
+        "class name (lower-cased, underscores as spaces). None: labels.json beside the data, else the "
+        "template 'This text is about {label}.'.")
 
     def validate(self) -> None:
         if self.contrastive_iterations is not None and self.contrastive_iterations < 1:
@@ -98,21 +95,36 @@ class TextModelConfig(ModelConfig):
             raise ConfigError(f"model.mlm_batch_size must be >= 1, got {self.mlm_batch_size}")
         if self.mlm_max_texts is not None and self.mlm_max_texts < 1:
             raise ConfigError(f"model.mlm_max_texts must be >= 1 or None (the whole pool), got {self.mlm_max_texts}")
-        if self.label_descriptions is not None and (
-                not self.label_descriptions or not all(isinstance(t, str) and t.strip() for t in self.label_descriptions)):
-            raise ConfigError(f"model.label_descriptions must be a list of non-empty texts, one per class, got "
-                              f"{self.label_descriptions!r}")
-        if self.label_descriptions is not None and self.pooling != "mean":
-            raise ConfigError("model.label_descriptions sets the weights of the mean-pooling head: add "
-                              "--model.pooling mean (or drop --model.label_descriptions)")
-        if (self.zero_shot_start or self.label_descriptions_file) and self.pooling != "mean":
-            raise ConfigError("model.zero_shot_start and model.label_descriptions_file set the weights of the "
-                              "mean-pooling head: add --model.pooling mean")
-        if "{name}" not in self.label_template:
-            raise ConfigError(f"model.label_template must contain {{name}} (where the label name goes), got "
-                              f"{self.label_template!r}")
+        self._check_head_init()
         if not 0 < self.mlm_probability < 1:
             raise ConfigError(f"model.mlm_probability must be in (0, 1), got {self.mlm_probability}")
+
+    def _check_head_init(self) -> None:
+        """What model.head_init and model.label_descriptions can say without the data. A text that reads
+        as a JSON list (the command line's '["a", "b"]') becomes that list."""
+        texts = self.label_descriptions
+        if isinstance(texts, str) and texts.lstrip().startswith("["):
+            try:
+                texts = self.label_descriptions = json.loads(texts)
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"model.label_descriptions {texts!r} is not a JSON list of texts ({e}); write "
+                                  f"it as '[\"text of class 0\", \"text of class 1\", ...]'") from None
+        if isinstance(texts, list) and (not texts or not all(isinstance(t, str) and t.strip() for t in texts)):
+            raise ConfigError(f"model.label_descriptions must be a list of non-empty texts, one per class, got "
+                              f"{texts!r}")
+        if isinstance(texts, str) and not texts.strip():
+            raise ConfigError("model.label_descriptions is empty: give a list of texts, a JSON file or a template "
+                              "with {label} (or none)")
+        if isinstance(texts, str) and ("{" in texts or "}" in texts) and LABEL_SLOT not in texts:
+            raise ConfigError(f"model.label_descriptions {texts!r} is a template without {LABEL_SLOT} (where each "
+                              f"class name goes): write e.g. 'This text is about {LABEL_SLOT}.'")
+        if texts is not None and self.head_init != "descriptions":
+            raise ConfigError("model.label_descriptions describes the classes for the head's zero-shot start, but "
+                              "model.head_init is random: add --model.head_init descriptions (or drop "
+                              "--model.label_descriptions)")
+        if self.head_init == "descriptions" and self.pooling != "mean":
+            raise ConfigError("model.head_init descriptions sets the weights of the mean-pooling head: add "
+                              "--model.pooling mean")
 
 
 SECTIONS = {"data": TextDataConfig, "model": TextModelConfig}

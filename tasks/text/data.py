@@ -699,142 +699,208 @@ def _select_by_order(order_file: str, pool: _Source, idx: Sequence[int], labels:
     return chosen
 
 
-# ----------------------------------------------------------------------------- main entry
-
 def test_subset(labels: Sequence[int], num_classes: int, size: int, seed: int) -> list[int]:
     """The balanced seeded subset of a test set that ``data.max_test`` evaluates (indices)."""
     return _balanced_subset(_by_class(range(len(labels)), labels, num_classes), size, _rng(seed, 2))
 
 
-def load_text_classification(cfg: TextDataConfig, seed: int) -> TextClassificationData:
-    """Load sources (see module doc) and build the labelled subset, dev, test and unlabelled pool."""
-    t0 = time.perf_counter()
-    path = resolve_data_path(cfg)
+# ----------------------------------------------------------------------------- the split, step by step
+
+@dataclass
+class _Pool:
+    """The training pool with its classes: ``labels[i]`` is row i's class index, -1 for an unlabelled row."""
+    source: _Source
+    lm: _LabelMap
+    labels: list[int]
+    names_from_cfg: bool  # the class names are data.label_names (a name that looks like an int stays a name)
+
+    @property
+    def k(self) -> int:
+        return len(self.lm.names)
+
+    def examples(self, idx: Sequence[int]) -> list[dict]:
+        """{"id", "text", "label"} of the pool rows ``idx``, in that order."""
+        return [{"id": self.source.rows[i]["id"], "text": self.source.rows[i]["text"], "label": self.labels[i]}
+                for i in idx]
+
+
+@dataclass
+class _Split:
+    """The pool rows trained on and the dev examples (a dev file's, or rows carved from the pool)."""
+    train_idx: list[int]
+    selection: str                 # how the training rows were chosen, for info
+    dev_rows: list[dict]
+    dev_source: Optional[str]      # the dev file, "carved from <pool>", or None (no dev set)
+    dev_idx: list[int]             # pool rows carved into dev; [] with a dev file
+    candidates: list[list[int]]    # by class: the pool's labelled rows whose text is not a dev file's
+
+
+def _read_sources(cfg: TextDataConfig, path: Optional[str]) -> dict:
+    """The local files (``path`` or ``data.train_file`` given) or else the hub dataset, as sources."""
     local = bool(path or cfg.train_file)
-    src = _local_sources(cfg, path) if local else _hub_sources(cfg)
+    return _local_sources(cfg, path) if local else _hub_sources(cfg)
+
+
+def _label_pool(cfg: TextDataConfig, src: dict) -> _Pool:
+    """The class names and the training pool's labels, checked: at least two classes, each present."""
     pool: _Source = src["train"]
     lm = _choose_label_names(cfg, src["default_names"], pool)
-    k = len(lm.names)
-    if k < 2:
+    if len(lm.names) < 2:
         raise DataError(f"only one class {lm.names} in '{pool.name}'; classification needs at least 2 "
                         f"(set --data.label_names if classes are missing from the training pool)")
     from_cfg = bool(cfg.label_names)
-    y_pool = _map_labels(pool, lm, "train", from_cfg)
-    _require_every_class(pool, y_pool, lm)
+    labels = _map_labels(pool, lm, "train", from_cfg)
+    _require_every_class(pool, labels, lm)
+    return _Pool(pool, lm, labels, from_cfg)
 
-    use_all = cfg.num_labeled == 0  # every labelled example of the pool that is not dev
+
+def _per_class(cfg: TextDataConfig, lm: _LabelMap) -> int:
+    """Labelled examples per class that ``data.num_labeled`` asks for (0: all of them)."""
+    k = len(lm.names)
     if cfg.num_labeled < 0 or cfg.num_labeled % k:
         raise DataError(f"data.num_labeled={cfg.num_labeled} must be a positive multiple of the number of classes "
                         f"({k}: {lm.names}) so each class gets the same count, or 0 for all labelled examples; "
                         f"e.g. --data.num_labeled {k * 10}")
-    per = cfg.num_labeled // k
+    return cfg.num_labeled // k
 
-    # dev from a file (if any) first, so its texts can be kept out of everything else
-    dev_rows: list[dict] = []
-    dev_source = None
-    if src["dev"] is not None:
-        d = src["dev"]
-        y_dev = _map_labels(d, lm, "dev", from_cfg)
-        all_dev = list(range(len(d.rows)))
-        keep = all_dev if cfg.dev_size <= 0 else _dev_subset(cfg, _by_class(all_dev, y_dev, k), cfg.dev_size,
-                                                                   _rng(seed, 1))
-        dev_rows = [{"id": d.rows[i]["id"], "text": d.rows[i]["text"], "label": y_dev[i]} for i in keep]
-        dev_source = d.name
+
+def _dev_file_rows(cfg: TextDataConfig, dev: Optional[_Source], pool: _Pool, seed: int) -> list[dict]:
+    """The dev examples of a dev file (all of them, or a ``data.dev_size`` subset); [] without one."""
+    if dev is None:
+        return []
+    labels = _map_labels(dev, pool.lm, "dev", pool.names_from_cfg)
+    every = list(range(len(dev.rows)))
+    keep = every if cfg.dev_size <= 0 else _dev_subset(cfg, _by_class(every, labels, pool.k), cfg.dev_size,
+                                                       _rng(seed, 1))
+    return [{"id": dev.rows[i]["id"], "text": dev.rows[i]["text"], "label": labels[i]} for i in keep]
+
+
+def _labelled_candidates(cfg: TextDataConfig, pool: _Pool, per: int,
+                         dev_texts: set) -> tuple[list[int], list[list[int]]]:
+    """(the pool's labelled rows whose text is not a dev text, the same by class); a class with fewer
+    than ``per`` of them is an error."""
+    labelled_idx = [i for i, y in enumerate(pool.labels) if y >= 0 and pool.source.rows[i]["text"] not in dev_texts]
+    by_class = _by_class(labelled_idx, pool.labels, pool.k)
+    for c in range(pool.k):
+        if len(by_class[c]) < per:
+            raise DataError(f"training pool '{pool.source.name}' has only {len(by_class[c])} labelled examples of "
+                            f"class '{pool.lm.names[c]}' but data.num_labeled={cfg.num_labeled} asks for {per} per "
+                            f"class; lower --data.num_labeled or add data")
+    return labelled_idx, by_class
+
+
+def _carve_dev(cfg: TextDataConfig, pool: _Pool, seed: int, candidates: list[int], need: int,
+               too_few: str) -> list[int]:
+    """The ``data.dev_size`` pool rows of ``candidates`` that become dev (``data.dev_sampling``);
+    ``too_few`` is the error when there are fewer than ``need`` candidates."""
+    if len(candidates) < need:
+        raise DataError(too_few)
+    return _dev_subset(cfg, _by_class(candidates, pool.labels, pool.k), cfg.dev_size, _rng(seed, 1))
+
+
+def _order_file(cfg: TextDataConfig, data_path: Optional[str]) -> str:
+    """``data.id_order_file`` as given, or in the data folder when only found there."""
+    order_file = cfg.id_order_file
+    if not Path(order_file).expanduser().exists() and data_path and Path(data_path).is_dir() \
+            and (Path(data_path) / order_file).is_file():
+        order_file = str(Path(data_path) / order_file)  # a bare name is looked up in the data folder
+    return order_file
+
+
+def _choose_train(cfg: TextDataConfig, pool: _Pool, seed: int, data_path: Optional[str], labelled_idx: list[int],
+                  by_class: list[list[int]], per: int) -> tuple[list[int], str]:
+    """(``per`` training rows of each class, how they were chosen): by ``data.id_order_file``, else at
+    random with the seed."""
+    if cfg.id_order_file:
+        train_idx = _select_by_order(_order_file(cfg, data_path), pool.source, labelled_idx, pool.labels, per,
+                                     pool.lm)
+        return train_idx, f"id_order_file {cfg.id_order_file}"
+    rng = _rng(seed, 0)
+    train_idx = []
+    for c in range(pool.k):
+        pick = rng.choice(len(by_class[c]), size=per, replace=False)
+        train_idx.extend(by_class[c][j] for j in pick)
+    return sorted(train_idx), f"random per class (seed {seed})"
+
+
+def _split_pool(cfg: TextDataConfig, src: dict, pool: _Pool, seed: int, data_path: Optional[str]) -> _Split:
+    """The labelled sample and the dev set. A dev file comes first, so that its texts are kept out of
+    the pool's choices; else dev is carved from the pool: before the training rows with
+    ``data.num_labeled 0`` (every other labelled row is trained on), after them otherwise."""
+    per = _per_class(cfg, pool.lm)
+    dev_rows = _dev_file_rows(cfg, src["dev"], pool, seed)
+    dev_source = src["dev"].name if src["dev"] is not None else None
     dev_texts = {r["text"] for r in dev_rows}
-
-    labelled_idx = [i for i, y in enumerate(y_pool) if y >= 0 and pool.rows[i]["text"] not in dev_texts]
-    pool_classes = _by_class(labelled_idx, y_pool, k)
-    for c in range(k):
-        if len(pool_classes[c]) < per:
-            raise DataError(f"training pool '{pool.name}' has only {len(pool_classes[c])} labelled examples of class "
-                            f"'{lm.names[c]}' but data.num_labeled={cfg.num_labeled} asks for {per} per class; "
-                            f"lower --data.num_labeled or add data")
-
-    carve = src["dev"] is None and cfg.dev_size > 0  # dev carved from the training pool
-
-    def carve_dev(candidates: list[int], need: int, too_few: str) -> tuple[list[int], list[dict], str, set]:
-        """A balanced dev set from ``candidates``: (indices, rows, source, texts); ``too_few`` says
-        what to do when there are fewer than ``need`` of them."""
-        if len(candidates) < need:
-            raise DataError(too_few)
-        idx = _dev_subset(cfg, _by_class(candidates, y_pool, k), cfg.dev_size, _rng(seed, 1))
-        rows = [{"id": pool.rows[i]["id"], "text": pool.rows[i]["text"], "label": y_pool[i]} for i in idx]
-        return idx, rows, f"carved from {pool.name}", {r["text"] for r in rows}
-
+    labelled_idx, by_class = _labelled_candidates(cfg, pool, per, dev_texts)
+    carve = src["dev"] is None and cfg.dev_size > 0
+    name, rows = pool.source.name, pool.source.rows
     dev_idx: list[int] = []
-    if use_all:
-        # dev first (when carved from the pool), then every other labelled example is trained on
+    if cfg.num_labeled == 0:
         if carve:  # at least one example must be left to train on
-            dev_idx, dev_rows, dev_source, dev_texts = carve_dev(
-                labelled_idx, cfg.dev_size + 1, f"data.dev_size={cfg.dev_size} leaves no training example of the {len(labelled_idx)} "
-                f"labelled ones of '{pool.name}' (data.num_labeled=0: all the rest); lower --data.dev_size or give "
-                f"--data.dev_file")
+            dev_idx = _carve_dev(cfg, pool, seed, labelled_idx, cfg.dev_size + 1, (
+                f"data.dev_size={cfg.dev_size} leaves no training example of the {len(labelled_idx)} labelled ones "
+                f"of '{name}' (data.num_labeled=0: all the rest); lower --data.dev_size or give --data.dev_file"))
+            dev_texts = {rows[i]["text"] for i in dev_idx}
         carved = set(dev_idx)
-        train_idx = [i for i in labelled_idx if i not in carved and pool.rows[i]["text"] not in dev_texts]
+        train_idx = [i for i in labelled_idx if i not in carved and rows[i]["text"] not in dev_texts]
         selection = "all labelled examples not in dev (data.num_labeled=0)"
-    elif cfg.id_order_file:
-        order_file = cfg.id_order_file
-        data_path = resolve_data_path(cfg)
-        if not Path(order_file).expanduser().exists() and data_path and Path(data_path).is_dir() \
-                and (Path(data_path) / order_file).is_file():
-            order_file = str(Path(data_path) / order_file)  # a bare name is looked up in the data folder
-        train_idx = _select_by_order(order_file, pool, labelled_idx, y_pool, per, lm)
-        selection = f"id_order_file {cfg.id_order_file}"
     else:
-        rng = _rng(seed, 0)
-        train_idx = []
-        for c in range(k):
-            pick = rng.choice(len(pool_classes[c]), size=per, replace=False)
-            train_idx.extend(pool_classes[c][j] for j in pick)
-        train_idx.sort()
-        selection = f"random per class (seed {seed})"
-    train_set = set(train_idx)
-    train_texts = {pool.rows[i]["text"] for i in train_idx}
+        train_idx, selection = _choose_train(cfg, pool, seed, data_path, labelled_idx, by_class, per)
+        if carve:
+            train_set, train_texts = set(train_idx), {rows[i]["text"] for i in train_idx}
+            rest = [i for i in labelled_idx if i not in train_set and rows[i]["text"] not in train_texts]
+            dev_idx = _carve_dev(cfg, pool, seed, rest, cfg.dev_size, (
+                f"data.dev_size={cfg.dev_size} but only {len(rest)} labelled examples of '{name}' remain after "
+                f"the {len(train_idx)} training ones; lower --data.dev_size or give --data.dev_file"))
+    if carve:
+        dev_rows, dev_source = pool.examples(dev_idx), f"carved from {name}"
+    return _Split(train_idx, selection, dev_rows, dev_source, dev_idx, by_class)
 
-    if carve and not use_all:
-        rest = [i for i in labelled_idx if i not in train_set and pool.rows[i]["text"] not in train_texts]
-        dev_idx, dev_rows, dev_source, dev_texts = carve_dev(
-            rest, cfg.dev_size, f"data.dev_size={cfg.dev_size} but only {len(rest)} labelled examples of '{pool.name}' remain "
-            f"after the {len(train_idx)} training ones; lower --data.dev_size or give --data.dev_file")
-    dev_set = set(dev_idx)
 
-    train_rows = [{"id": pool.rows[i]["id"], "text": pool.rows[i]["text"], "label": y_pool[i]} for i in train_idx]
+def _test_rows(cfg: TextDataConfig, test: Optional[_Source], pool: _Pool, seed: int) -> tuple[list[dict], int]:
+    """(the test examples: all of them, or the ``data.max_test`` subset; how many the test file has)."""
+    if test is None:
+        return [], 0
+    labels = _map_labels(test, pool.lm, "test", pool.names_from_cfg)
+    every = list(range(len(test.rows)))
+    keep = every if cfg.max_test is None else test_subset(labels, pool.k, cfg.max_test, seed)
+    return [{"id": test.rows[i]["id"], "text": test.rows[i]["text"], "label": labels[i]} for i in keep], len(every)
 
-    # test
-    test_rows: list[dict] = []
-    test_total = 0
-    if src["test"] is not None:
-        t = src["test"]
-        y_test = _map_labels(t, lm, "test", from_cfg)
-        test_total = len(t.rows)
-        all_t = list(range(test_total))
-        keep = all_t if cfg.max_test is None else test_subset(y_test, k, cfg.max_test, seed)
-        test_rows = [{"id": t.rows[i]["id"], "text": t.rows[i]["text"], "label": y_test[i]} for i in keep]
 
-    # unlabelled pool: unlabelled file (long enough) + -1 rows of train + (optionally) the train pool, as
-    # (source, row) pairs: the texts stay on disk, and the checks read the columns computed at conversion.
-    # Texts are compared by their 128-bit hash (uda.io.text_hash): two different texts share one with
-    # negligible odds. Every test text (not only a --data.max_test subset) is kept out of the pool:
-    # IMDB's train and unsup files hold some test reviews verbatim.
-    sources = [s for s in (src["unlabeled"], pool) if s is not None]
+def _unlabeled_keep(source: _Source, rows: np.ndarray, min_chars: Optional[int], exclude: dict,
+                    skipped: dict) -> np.ndarray:
+    """Which of ``rows`` of ``source`` join the unlabelled pool: not blank, at least ``min_chars`` long
+    (None: any length), and not a text of ``exclude`` (reason -> sorted text hashes). A row skipped is
+    counted in ``skipped`` under its first reason, in that order."""
+    blank, chars, hashes = source.checks
+    keep = ~blank[rows]
+    if min_chars is not None:
+        short = keep & (chars[rows] < min_chars)
+        skipped["short"] += int(short.sum())
+        keep &= ~short
+    for reason, ref in exclude.items():
+        hit = keep & is_in_sorted(hashes[rows], ref)
+        skipped[reason] += int(hit.sum())
+        keep &= ~hit
+    return keep
+
+
+def _unlabeled_pool(cfg: TextDataConfig, src: dict, pool: _Pool, split: _Split,
+                    seed: int) -> tuple[UnlabeledPool, dict]:
+    """The unlabelled pool and its counts: the unlabelled file's texts (long enough), the pool's
+    unlabelled rows, and (``data.unlabeled_from_train``) the pool's labelled rows that are not dev, as
+    (source, row) pairs whose texts stay on disk. Texts are compared by their 128-bit hash
+    (uda.io.text_hash): two different texts share one with negligible odds. Every test text (not only
+    a ``data.max_test`` subset) is kept out: IMDB's train and unsup files hold some test reviews verbatim."""
+    sources = [s for s in (src["unlabeled"], pool.source) if s is not None]
     test_hashes = np.sort(src["test"].checks[2]) if src["test"] is not None else np.empty(0, dtype="S16")
-    dev_hashes = np.sort(np.array([text_hash(t) for t in dev_texts], dtype="S16"))
+    dev_hashes = np.sort(np.array([text_hash(t) for t in {r["text"] for r in split.dev_rows}], dtype="S16"))
+    exclude = {"dev": dev_hashes, "test": test_hashes}
     skipped = {"short": 0, "dev": 0, "test": 0}
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (source, row, hidden label) of each part
 
-    def add_unlabeled(source: _Source, rows: np.ndarray, check_len: bool, hidden: Optional[np.ndarray] = None) -> int:
-        """Add the ``rows`` of ``source`` that are not blank, long enough (``check_len``) and not dev or test
-        texts; returns how many. Skips are counted in that order, as each row is skipped for its first reason."""
-        blank, chars, hashes = source.checks
-        keep = ~blank[rows]
-        if check_len:
-            short = keep & (chars[rows] < cfg.min_unlabeled_chars)
-            skipped["short"] += int(short.sum())
-            keep &= ~short
-        for reason, ref in (("dev", dev_hashes), ("test", test_hashes)):
-            hit = keep & is_in_sorted(hashes[rows], ref)
-            skipped[reason] += int(hit.sum())
-            keep &= ~hit
+    def add(source: _Source, rows: np.ndarray, min_chars: Optional[int], hidden: Optional[np.ndarray] = None) -> int:
+        keep = _unlabeled_keep(source, rows, min_chars, exclude, skipped)
         n = int(keep.sum())
         parts.append((np.full(n, sources.index(source), dtype=np.int8), rows[keep],
                       hidden[keep] if hidden is not None else np.full(n, -1, dtype=np.int32)))
@@ -842,59 +908,81 @@ def load_text_classification(cfg: TextDataConfig, seed: int) -> TextClassificati
 
     from_file = 0
     if src["unlabeled"] is not None:
-        from_file = add_unlabeled(src["unlabeled"], np.arange(len(src["unlabeled"].table)), True)
-    y = np.array(y_pool, dtype=np.int32)
-    from_train_unlabeled = add_unlabeled(pool, np.flatnonzero(y < 0), True)
+        from_file = add(src["unlabeled"], np.arange(len(src["unlabeled"].table)), cfg.min_unlabeled_chars)
+    y = np.array(pool.labels, dtype=np.int32)
+    from_train_unlabeled = add(pool.source, np.flatnonzero(y < 0), cfg.min_unlabeled_chars)
     from_train = 0
     if cfg.unlabeled_from_train:
+        dev_set = set(split.dev_idx)
         rows = np.array([i for i in np.flatnonzero(y >= 0) if i not in dev_set], dtype=np.int64)
-        from_train = add_unlabeled(pool, rows, False, y[rows])
+        from_train = add(pool.source, rows, None, y[rows])
     source, row, hidden = (np.concatenate(c) for c in zip(*parts))
     before_cap = len(row)
     if cfg.max_unlabeled is not None and cfg.max_unlabeled < before_cap:
         keep = np.sort(_rng(seed, 3).choice(before_cap, size=max(cfg.max_unlabeled, 0), replace=False))
         source, row, hidden = source[keep], row[keep], hidden[keep]
     unl = UnlabeledPool([s.table for s in sources], source, row, hidden, [s.pages for s in sources])
+    counts = {"unlabeled": len(unl), "unlabeled_before_cap": before_cap, "unlabeled_from_file": from_file,
+              "unlabeled_from_train_unlabeled_rows": from_train_unlabeled, "unlabeled_from_train_pool": from_train,
+              "unlabeled_skipped_short": skipped["short"], "unlabeled_skipped_dev_text": skipped["dev"],
+              "unlabeled_skipped_test_text": skipped["test"]}
+    return unl, counts
 
-    def counts(rows: list[dict]) -> dict:
-        c = {n: 0 for n in lm.names}
+
+def _data_info(cfg: TextDataConfig, seed: int, src: dict, path: Optional[str], pool: _Pool, split: _Split,
+               splits: dict, test_total: int, unlabeled_counts: dict) -> dict:
+    """What data_info.json records: sources, class names, how the split was made and the counts
+    (``splits``: "train", "dev" and "test" examples)."""
+    names = pool.lm.names
+
+    def per_class(rows: list[dict]) -> dict:
+        c = {n: 0 for n in names}
         for r in rows:
-            c[lm.names[r["label"]]] += 1
+            c[names[r["label"]]] += 1
         return c
 
-    info = {
+    return {
         "source": src["kind"],
         "path": path,
         "files": {key: (src[key].name if src[key] is not None else None)
                   for key in ("train", "test", "dev", "unlabeled")},
-        "label_names": lm.names,
-        "label_names_from": lm.mode,
-        "num_classes": k,
+        "label_names": names,
+        "label_names_from": pool.lm.mode,
+        "num_classes": pool.k,
         "seed": seed,
-        "selection": selection,
-        "dev_source": dev_source,
+        "selection": split.selection,
+        "dev_source": split.dev_source,
         "dev_sampling": cfg.dev_sampling,
         "counts": {
-            "train_pool": len(pool.rows),
-            "train_pool_labeled": len(labelled_idx),
-            "train_pool_per_class": {lm.names[c]: len(pool_classes[c]) for c in range(k)},
-            "train": len(train_rows),
-            "train_per_class": counts(train_rows),
-            "dev": len(dev_rows),
-            "dev_per_class": counts(dev_rows),
-            "test": len(test_rows),
+            "train_pool": len(pool.source.rows),
+            "train_pool_labeled": sum(len(c) for c in split.candidates),
+            "train_pool_per_class": {names[c]: len(split.candidates[c]) for c in range(pool.k)},
+            "train": len(splits["train"]),
+            "train_per_class": per_class(splits["train"]),
+            "dev": len(splits["dev"]),
+            "dev_per_class": per_class(splits["dev"]),
+            "test": len(splits["test"]),
             "test_total": test_total,
-            "test_per_class": counts(test_rows),
-            "unlabeled": len(unl),
-            "unlabeled_before_cap": before_cap,
-            "unlabeled_from_file": from_file,
-            "unlabeled_from_train_unlabeled_rows": from_train_unlabeled,
-            "unlabeled_from_train_pool": from_train,
-            "unlabeled_skipped_short": skipped["short"],
-            "unlabeled_skipped_dev_text": skipped["dev"],
-            "unlabeled_skipped_test_text": skipped["test"],
+            "test_per_class": per_class(splits["test"]),
+            **unlabeled_counts,
         },
-        "load_seconds": round(time.perf_counter() - t0, 3),
     }
-    return TextClassificationData(label_names=lm.names, train=train_rows, dev=dev_rows, test=test_rows,
-                                  unlabeled=unl, info=info)
+
+
+# ----------------------------------------------------------------------------- main entry
+
+def load_text_classification(cfg: TextDataConfig, seed: int) -> TextClassificationData:
+    """Load sources (see module doc) and build the labelled subset, dev, test and unlabelled pool."""
+    t0 = time.perf_counter()
+    path = resolve_data_path(cfg)
+    src = _read_sources(cfg, path)
+    pool = _label_pool(cfg, src)
+    split = _split_pool(cfg, src, pool, seed, path)
+    train = pool.examples(split.train_idx)
+    test, test_total = _test_rows(cfg, src["test"], pool, seed)
+    unlabeled, unlabeled_counts = _unlabeled_pool(cfg, src, pool, split, seed)
+    info = _data_info(cfg, seed, src, path, pool, split, {"train": train, "dev": split.dev_rows, "test": test},
+                      test_total, unlabeled_counts)
+    info["load_seconds"] = round(time.perf_counter() - t0, 3)
+    return TextClassificationData(label_names=pool.lm.names, train=train, dev=split.dev_rows, test=test,
+                                  unlabeled=unlabeled, info=info)

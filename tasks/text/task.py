@@ -13,10 +13,9 @@ import torch
 import torch.nn.functional as F
 
 from augment.build import build_augmenter
-from uda.task import SupervisedOutput, Task, TaskData
+from uda.task import RunContext, SupervisedOutput, Task, TaskData
 from tasks.text.data import UnlabeledPool, load_text_classification, require_copies
 from tasks.text.descriptions import resolve_label_descriptions
-from uda.config import ConfigError
 from uda.data import DataError, resolve_data_path
 from uda.evaluation import length_sorted_batches, pad_right, run_inference
 from uda.hub import resolve_model_path
@@ -137,24 +136,20 @@ class TextClassificationTask(Task):
     def __init__(self) -> None:
         self.tokenizer = None
         self.label_names: list[str] = []
-        self.tsa_num_classes = 2
         self.augmenter = None
         self.rng = np.random.default_rng(0)
         self.max_length = 128
         self.model_path = ""
-        self.class_logits_index = 0  # consistency_logits()[0] is a distribution over the classes
-        self.class_prior: torch.Tensor = torch.full((2,), 0.5)  # of the labelled set (distribution alignment)
         self.train_rows: list = []
         self.unlabeled: Optional[UnlabeledPool] = None  # the pool the MLM stage reads (even when supervised only)
         self.label_descriptions: Optional[list] = None  # the zero-shot start's texts, in label order (setup)
 
     # ------------------------------------------------------------------ setup
-    def setup(self, cfg: Any) -> TaskData:
+    def setup(self, cfg: Any, run: RunContext) -> TaskData:
         from transformers import AutoTokenizer
 
         data = load_text_classification(cfg.data, cfg.seed)
         self.label_names = list(data.label_names)
-        self.tsa_num_classes = len(self.label_names)
         self.max_length = cfg.model.max_length
         self.model_path = resolve_model_path(cfg.model.name_or_path)
         self.tokenizer = AutoTokenizer.from_pretrained(
@@ -166,15 +161,16 @@ class TextClassificationTask(Task):
         self.unlabeled = data.unlabeled
         counts = torch.bincount(torch.tensor([e["label"] for e in data.train], dtype=torch.long),
                                 minlength=len(self.label_names)).float()
-        self.class_prior = counts / counts.sum().clamp(min=1.0)
         self.label_descriptions, described = resolve_label_descriptions(
             cfg.model, self.label_names, resolve_data_path(cfg.data), data.info.get("label_names_from", ""))
         info = {**data.info, "label_descriptions": described}  # None: a random head
-        needs_unlabeled = cfg.uda.lambda_u > 0
-        if needs_unlabeled:
+        if run.wants_unlabeled:
             self.augmenter = self._build_augmenter(cfg.augment, data.unlabeled)
+        # consistency_logits()[0] is a distribution over the classes; its prior is the labelled set's
         return TaskData(train=data.train, dev=data.dev, test=data.test,
-                        unlabeled=data.unlabeled if needs_unlabeled else [], info=info)
+                        unlabeled=data.unlabeled if run.wants_unlabeled else [], info=info,
+                        tsa_num_classes=len(self.label_names), class_logits_index=0,
+                        class_prior=counts / counts.sum().clamp(min=1.0))
 
     @staticmethod
     def _build_augmenter(cfg: Any, unlabeled: UnlabeledPool) -> Any:
@@ -214,15 +210,11 @@ class TextClassificationTask(Task):
         return model
 
     def _describe_classes(self, model: torch.nn.Module, descriptions: list) -> None:
-        """The head starts from the classes' descriptions, in label order (from ``--model.label_descriptions``,
-        a labels file or the label template: :func:`tasks.text.descriptions.resolve_label_descriptions`)."""
-        from tasks.text.model import init_head_from_descriptions
-
-        if len(descriptions) != len(self.label_names):
-            raise ConfigError(f"{len(descriptions)} label descriptions but the data has "
-                              f"{len(self.label_names)} classes ({', '.join(self.label_names)}): give one "
-                              f"description per class, in that order")
+        """The head starts from the classes' descriptions, one per class in label order
+        (``--model.head_init descriptions``: :func:`tasks.text.descriptions.resolve_label_descriptions`)."""
         from tqdm.auto import tqdm
+
+        from tasks.text.model import init_head_from_descriptions
 
         rows = self.train_rows
         batches = [self.collate_labeled(rows[i:i + 64]) for i in range(0, len(rows), 64)]
@@ -231,7 +223,8 @@ class TextClassificationTask(Task):
                    f"{len(rows)} labelled examples)")
 
     def _mlm_encoder(self, cfg: Any, path: str) -> Path:
-        """The MLM stage on ``model.mlm_max_texts`` texts of the unlabelled pool, drawn with the seed."""
+        """The MLM stage (a run of the training loop inside this one's setup, in its mixed precision) on
+        ``model.mlm_max_texts`` texts of the unlabelled pool, drawn with the seed."""
         from tasks.common.mlm import mlm_encoder
 
         pool, m = self.unlabeled, cfg.model
@@ -244,7 +237,8 @@ class TextClassificationTask(Task):
         return mlm_encoder(path, PoolTexts(pool, positions), text_hashes=pool.text_hashes()[positions],
                            seed=cfg.seed, max_length=m.max_length, truncation_side=m.truncation_side,
                            steps=m.mlm_steps, batch_size=m.mlm_batch_size, lr=m.mlm_lr,
-                           probability=m.mlm_probability, trust_remote_code=m.trust_remote_code)
+                           probability=m.mlm_probability, mixed_precision=cfg.train.mixed_precision,
+                           trust_remote_code=m.trust_remote_code)
 
     # ------------------------------------------------------------------ batches
     def _token_ids(self, texts: Sequence[str]) -> list[list[int]]:
@@ -309,6 +303,12 @@ class TextClassificationTask(Task):
         labels = np.array([e["label"] for e in examples], dtype=np.int64)
         metrics = accuracy_and_macro_f1(preds, labels, len(self.label_names))
         metrics["num_examples"] = int(len(indices))
+        if split == "dev" and accelerator.is_main_process and metrics["accuracy"] - metrics["macro_f1"] > 0.1:
+            from tqdm.auto import tqdm
+
+            tqdm.write(f"warning: dev macro-F1 {metrics['macro_f1']:.3f} is far below accuracy "
+                       f"{metrics['accuracy']:.3f}: the model predicts some classes for almost every example "
+                       f"(see unsup/max_class_share)")
         if out_dir is not None and accelerator.is_main_process:
             path = Path(out_dir) / f"predictions_{split}.jsonl"
             probs = torch.softmax(logits, -1).numpy()

@@ -1,4 +1,6 @@
-"""Turning QA logits into answers: plain functions, documented.
+"""Turning span-reader logits into answers: plain functions, documented. The single-passage reader
+(``--task squad_v2``) uses all of it; the multi-passage reader (``--task passages``) its span search
+(:func:`feature_candidates`), the decision (:func:`decide`) and the threshold fit (:func:`fit_null_threshold`).
 
 For one question with features (windows) f = 1..F, each with start/end logits over its tokens, the
 character offsets of its context tokens, and the two answerability logits [no answer, has answer]:
@@ -15,8 +17,8 @@ character offsets of its context tokens, and the two answerability logits [no an
 * Decision (:func:`no_answer_score`): the no-answer score combines the two verifiers (as the
   Retrospective Reader averages its front verifier with the span null odds):
       s_na = span_weight * (null_score - best_span_score) + answerability_weight * (-has_answer_log_odds)
-  and the answer is "" when s_na > threshold, else the best span's text. The threshold is fitted on
-  the dev split (:func:`fit_null_threshold`) and then applied unchanged to test.
+  and the answer is "" when s_na > threshold, else the best span's text (:func:`decide`). The
+  threshold is fitted on the dev split (:func:`fit_null_threshold`) and then applied unchanged to test.
 """
 
 from __future__ import annotations
@@ -26,10 +28,30 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-# the span search of one window: the very code the exported pipeline (modeling_uda_qa.py) runs, so that
-# a run and its export read spans alike
-from tasks.qa.modeling_uda_qa import feature_candidates  # noqa: F401 (also tasks.qa.postprocess's API)
-from tasks.qa.metric import find_best_threshold, raw_scores
+from tasks.common.squad_metric import find_best_threshold, raw_scores
+
+
+# the span search of one window; the squad_v2 export (tasks/qa/export.py) writes this very function into the
+# exported reader's code, so that a run and its export read spans alike
+def feature_candidates(start_logits, end_logits, offsets, n_best: int, max_answer_length: int) -> list:
+    """[(score, start_char, end_char)] of the best valid spans of one window, best first."""
+    ctx = np.array([o is not None for o in offsets] + [False] * (len(start_logits) - len(offsets)))[:len(start_logits)]
+    if not ctx.any():
+        return []
+    s = np.where(ctx, start_logits, -np.inf)
+    e = np.where(ctx, end_logits, -np.inf)
+    k = min(n_best, int(ctx.sum()))
+    top_s = np.argsort(-s, kind="stable")[:k]
+    top_e = np.argsort(-e, kind="stable")[:k]
+    scores = s[top_s][:, None] + e[top_e][None, :]
+    length = top_e[None, :] - top_s[:, None] + 1
+    valid = (length >= 1) & (length <= max_answer_length)
+    out = []
+    for i, j in zip(*np.nonzero(valid)):
+        a, b = int(top_s[i]), int(top_e[j])
+        out.append((float(scores[i, j]), offsets[a][0], offsets[b][1]))
+    out.sort(key=lambda c: -c[0])
+    return out[:n_best]
 
 
 def predict_question(context: str, features: Sequence[dict], n_best: int, max_answer_length: int) -> dict:

@@ -1,4 +1,5 @@
-"""A reader for SQuAD 2.0: encoder + start/end span head + a 2-logit answerability head.
+"""The single-passage SQuAD 2.0 reader (encoder + start/end span head + a 2-logit answerability head),
+the loaders every span reader of this library shares, and a finished squad_v2 run's reader.
 
 The span part is a stock ``AutoModelForQuestionAnswering`` (encoder + ``qa_outputs``). The
 answerability head (the "front verifier" of the Retrospective Reader, Zhang et al.) reads the last
@@ -10,7 +11,11 @@ the folder loads three ways: into a reader with ``load_state_dict`` (what checkp
 :func:`load_qa_model`, and as a plain span model with ``AutoModelForQuestionAnswering`` (which skips the
 ``answerability.*`` keys). A squad_v2 run's saved model also loads whole in transformers' own loaders with
 ``trust_remote_code=True``: ``QATask.save`` ships the reader's code and a question-answering pipeline that
-answers as the run did (tasks/qa/export.py).
+answers as the run did (tasks/qa/export.py; the loaders here drop what it registers, :func:`strip_export`).
+
+Both tasks read with it: ``--task squad_v2`` trains it; ``--task passages`` starts its multi-passage
+reader from one (:func:`span_model_from_pretrained`, :func:`load_heads`) and can re-read its top passage
+with a squad_v2 run's (:func:`load_run_reader`, ``passages.single_reader``).
 """
 
 from __future__ import annotations
@@ -24,9 +29,17 @@ import torch
 from torch import nn
 
 from tasks.common.heads import HeadedModel
-from tasks.qa.export import strip_export
 
 HEAD_CONFIG = "answerability_head.json"
+# what the squad_v2 export (tasks/qa/export.py) registers in a saved reader's config.json
+EXPORT_KEY = "uda_qa"  # the run's windowing and no-answer settings
+MODEL_CLASS = "UdaQAWithAnswerability"  # the shipped reader class (auto_map, architectures)
+_MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def model_inputs(batch: dict) -> dict:
+    """The reader's forward arguments of a batch (which also holds masks and labels)."""
+    return {k: batch[k] for k in _MODEL_INPUTS if k in batch}
 
 
 @dataclass
@@ -129,3 +142,41 @@ def load_heads(model: nn.Module, folder: Path, heads: tuple[str, ...]) -> None:
         if not part:
             raise FileNotFoundError(f"no {name}.* weights in the safetensors files of '{folder}'")
         getattr(model, name).load_state_dict(part)
+
+
+def strip_export(config: Any) -> Any:
+    """A loaded config without the entries the squad_v2 export (``tasks.qa.export.write_qa_export``) added
+    (in place; returned), so that a model built from it is the plain span model and a folder saved from it
+    claims no reader code."""
+    if not hasattr(config, EXPORT_KEY):
+        return config
+    delattr(config, EXPORT_KEY)
+    auto_map = dict(getattr(config, "auto_map", None) or {})
+    if str(auto_map.get("AutoModelForQuestionAnswering", "")).endswith(f".{MODEL_CLASS}"):
+        del auto_map["AutoModelForQuestionAnswering"]
+    if auto_map:
+        config.auto_map = auto_map
+    elif hasattr(config, "auto_map"):
+        delattr(config, "auto_map")
+    if hasattr(config, "custom_pipelines"):
+        delattr(config, "custom_pipelines")
+    if getattr(config, "architectures", None) == [MODEL_CLASS]:
+        config.architectures = None
+    return config
+
+
+def load_run_reader(run: str | Path) -> tuple[Any, Any, QAWithAnswerability]:
+    """(config, tokenizer, reader) of a finished ``--task squad_v2`` run folder (its ``config.yaml`` and
+    ``model/``); the config's ``model.max_length`` and ``qa`` section say how the run reads a question."""
+    from transformers import AutoTokenizer
+
+    from uda.config import build_config
+
+    run = Path(run)
+    for need in ("config.yaml", "model"):
+        if not (run / need).exists():
+            raise FileNotFoundError(f"'{run}' has no {need}: pass a finished --task squad_v2 run folder")
+    cfg = build_config("squad_v2", str(run / "config.yaml"), {"output_dir": str(run)})
+    tokenizer = AutoTokenizer.from_pretrained(str(run / "model"), trust_remote_code=cfg.model.trust_remote_code)
+    tokenizer.padding_side = "right"
+    return cfg, tokenizer, load_qa_model(run / "model", trust_remote_code=cfg.model.trust_remote_code)
