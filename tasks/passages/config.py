@@ -23,9 +23,9 @@ class PassagesConfig(ArticleSplit):
                  "questions, labelled and unlabelled, from the training articles), so no paragraph crosses blocks; "
                  "file: every paragraph of the file (then only labelled-pool paragraphs are ever positives in "
                  "training and a reader learns to pick those: see docs/passages.md).")
-    retrieval_file: Optional[str] = option(
-        None, "SQuAD-format input: where the built DPR-format file (jsonl.gz) is written; None: "
-              "<run folder>/data/retrieval.jsonl.gz. A DPR-format file (--data.path) is read as it is.")
+    retrieval_file: Optional[str] = option(None,
+        "SQuAD-format input: where the built DPR-format file (jsonl.gz) is written; None: "
+        "<run folder>/data/retrieval.jsonl.gz. A DPR-format file (--data.path) is read as it is.")
     train_passages: int = option(24, "M in training: passages per labelled question, the positive plus M-1 negatives "
                              "drawn from the top train_top_k (DPR: 24).")
     train_top_k: int = option(50, "Negatives (and the positive) are drawn from this many top retrieved passages (DPR: 100).")
@@ -36,37 +36,37 @@ class PassagesConfig(ArticleSplit):
     max_occurrences: int = option(10, "Answer occurrences in the positive passage that the span loss marginalises over.")
     n_best: int = option(5, "Spans kept per passage (and start/end candidates paired) in prediction.")
     span_passages: int = option(5, "Top passages (in the final ranking) whose best spans prediction writes.")
-    fusion_weight: Optional[float] = option(
-        None, "Passages are ranked by standardised retriever score + this x standardised relevance logit: 0 ranks as "
-              "the retriever did, a large value as the relevance head. None: the weight that ranks a passage holding "
-              "the answer first for the most dev questions, the smallest on a tie (so never worse than the retriever "
-              "on dev).")
-    similarity_scale: Optional[float] = option(
-        None, "None: the relevance logit is DPR's head on the first token. A number s: plus s * (c_i - max_j c_j), "
-              "c_i the cosine between the mean final states of pair i's first segment (question, title) and of its "
-              "passage tokens: for a mean-pooling sentence encoder (the CPU recipe's all-MiniLM-L6-v2, trained at "
-              "scale 20), whose first token is trained for nothing (docs/passages.md).")
+    fusion_weight: Optional[float] = option(None,
+        "Passages are ranked by standardised retriever score + this x standardised relevance logit: 0 ranks as "
+        "the retriever did, a large value as the relevance head. None: the weight that ranks a passage holding "
+        "the answer first for the most dev questions, the smallest on a tie (so never worse than the retriever "
+        "on dev).")
+    similarity_scale: Optional[float] = option(None,
+        "None: the relevance logit is DPR's head on the first token. A number s: plus s * (c_i - max_j c_j), "
+        "c_i the cosine between the mean final states of pair i's first segment (question, title) and of its "
+        "passage tokens: for a mean-pooling sentence encoder (the CPU recipe's all-MiniLM-L6-v2, trained at "
+        "scale 20), whose first token is trained for nothing (docs/passages.md).")
     selection_loss_weight: float = option(1.0, "Weight of the selection cross-entropy over [no answer, passages].")
     span_loss_weight: float = option(1.0, "Weight of the span loss on the positive passage.")
-    answerability_loss_weight: float = option(
-        1.0, "Weight of the answerability loss: per passage, cross-entropy of the 2-logit head against whether "
-             "it holds an answer (averaged over a question's passages). 0: the head is not trained.")
-    verifier_weight: Optional[float] = option(
-        None, "Weight v of the answerability head in the no-answer score, (1 - v) x (no-answer logit - top relevance "
-              "logit) + v x (- the top passage's has-answer log-odds). None: fitted on dev with the threshold "
-              "(the value of 0, 0.25, 0.5, 0.75, 1 with the best dev F1).")
-    single_reader: Optional[str] = option(
-        None, "A finished --task squad_v2 run folder (the reader this one started from, say): at evaluation it "
-              "re-reads each question's top-ranked passage, and the no-answer score mixes this reader's with its "
-              "own, each standardised on dev (see single_reader_weight). It must hold out this run's dev and "
-              "test articles. None: this reader alone.")
-    single_reader_weight: Optional[float] = option(
-        None, "Weight u of the single reader in the no-answer score, (1 - u) x z(this reader's) + u x z(the single "
-              "reader's). None: fitted on dev with the threshold (0, 0.1, ..., 1: the best dev F1, the smallest on "
-              "a tie).")
-    shared_normalization: bool = option(
-        False, "Normalise start/end over the tokens of all passages of a question together (Clark and Gardner; "
-               "Multi-passage BERT) instead of per passage (DPR).")
+    answerability_loss_weight: float = option(1.0,
+        "Weight of the answerability loss: per passage, cross-entropy of the 2-logit head against whether "
+        "it holds an answer (averaged over a question's passages). 0: the head is not trained.")
+    verifier_weight: Optional[float] = option(None,
+        "Weight v of the answerability head in the no-answer score, (1 - v) x (no-answer logit - top relevance "
+        "logit) + v x (- the top passage's has-answer log-odds). None: fitted on dev with the threshold "
+        "(the value of 0, 0.25, 0.5, 0.75, 1 with the best dev F1).")
+    single_reader: Optional[str] = option(None,
+        "A finished --task squad_v2 run folder (the reader this one started from, say): at evaluation it "
+        "re-reads each question's top-ranked passage, and the no-answer score mixes this reader's with its "
+        "own, each standardised on dev (see single_reader_weight). It must hold out this run's dev and "
+        "test articles. None: this reader alone.")
+    single_reader_weight: Optional[float] = option(None,
+        "Weight u of the single reader in the no-answer score, (1 - u) x z(this reader's) + u x z(the single "
+        "reader's). None: fitted on dev with the threshold (0, 0.1, ..., 1: the best dev F1, the smallest on "
+        "a tie).")
+    shared_normalization: bool = option(False,
+        "Normalise start/end over the tokens of all passages of a question together (Clark and Gardner; "
+        "Multi-passage BERT) instead of per passage (DPR).")
     null_threshold: float = option(0.0, "Answer '' when the no-answer score (see verifier_weight) is above this, when "
                                    "the threshold is not fitted on dev.")
     fit_threshold_on_dev: bool = option(True, "Fit the no-answer threshold that maximises F1 on the dev split (dev "
