@@ -72,6 +72,25 @@ def _bool_arg(value: str) -> bool:
         raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}") from None
 
 
+def _count(value: str) -> int:
+    """A whole number of at least 1 (argparse names the option in its error: "argument --limit: ...")."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _limit(value: str) -> int:
+    try:
+        return _count(value)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"{e} (the number of rows to augment); leave --limit out to augment "
+                                         f"every row") from None
+
+
 def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     io = ap.add_argument_group("input and output")
@@ -81,18 +100,19 @@ def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
     io.add_argument("--text_column", default="text", help="column holding the text (default: text)")
     io.add_argument("--id_column", default="id", help="column holding an id (default: id; row numbers when absent)")
     io.add_argument("--on_bad_line", choices=["error", "skip"], default="error",
-                    help="jsonl lines that are not UTF-8 / not json / lack the text column: stop with an "
-                         "error naming the line (default) or skip and report them")
+                    help="jsonl lines that are not UTF-8 / not json / lack the text column / hold a text that "
+                         "is not a string: stop with an error naming the file and line (default) or skip and "
+                         "report them")
     io.add_argument("--output", default=None, help="output .jsonl.gz (default: --output_dir/<name>)")
     io.add_argument("--output_dir", default="runs/augment", help="folder for the default output name "
                                                                  "(default: runs/augment)")
-    io.add_argument("--limit", type=int, default=None, help="augment only the first N rows (trials)")
+    io.add_argument("--limit", type=_limit, default=None, help="augment only the first N rows (trials; N >= 1)")
 
     m = ap.add_argument_group("augmentation")
     m.add_argument("--method", default="tf_idf",
                    help=f"one of {', '.join(METHODS)}, or nlpaug:NAME (docs/augmentation.md), or several joined by "
                         f"'+' (default: tf_idf)")
-    m.add_argument("--copies", type=int, default=2, help="augmented copies per text (default: 2)")
+    m.add_argument("--copies", type=_count, default=2, help="augmented copies per text (default: 2)")
     m.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     for key, (default, text) in OPTION_HELP.items():
         flag = "--" + key
@@ -111,8 +131,8 @@ def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
     m.add_argument("--beam", action="store_true", help="marian: beam search instead of sampling (= --temperature none)")
 
     s = ap.add_argument_group("scale")
-    s.add_argument("--workers", type=int, default=1, help="worker processes (default: 1)")
-    s.add_argument("--chunk_size", type=int, default=128,
+    s.add_argument("--workers", type=_count, default=1, help="worker processes (default: 1)")
+    s.add_argument("--chunk_size", type=_count, default=128,
                    help="texts per chunk: the unit of work, caching and resume (default: 128); part of the "
                         "settings, so changing it recomputes")
     s.add_argument("--cache_dir", default=None, help="cache folder (default: $UDA_AUGMENT_CACHE or "

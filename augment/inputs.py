@@ -75,13 +75,21 @@ def _bad_row(line: int, kind: str, reason: str) -> dict:
 
 
 def _strict_rows(path: Path, text_column: str, id_column: Optional[str]) -> Iterator[dict]:
-    for i, r in enumerate(iter_table(path, text_column, None, id_column, require_label=False, options=_OPTIONS)):
+    """``--on_bad_line error``: a row without the text column, or whose text is not a string, stops the
+    command with an error naming the file and row (the core's reader raises it)."""
+    skip = path.name.lower().endswith((".jsonl", ".jsonl.gz"))  # the files --on_bad_line skip reads line by line
+    options = {**_OPTIONS, "bad_row": ", or pass --on_bad_line skip to skip such rows (the report lists them)"
+               if skip else ""}
+    rows = iter_table(path, text_column, None, id_column, require_label=False, options=options,
+                      require_text_column=True)
+    for i, r in enumerate(rows):
         yield _row(r["id"], r["text"], path, f"row {i + 1}")
 
 
 def _lenient_rows(path: Path, text_column: str, id_column: Optional[str]) -> Iterator[dict]:
-    """Line-by-line jsonl reading that turns bad lines into skip rows (in line order) instead of failing
-    the file; a file where no line has the text column is an error."""
+    """Line-by-line jsonl reading that turns bad lines (not UTF-8, not json, not an object, without the text
+    field or with a text that is not a string) into skip rows (in line order) instead of failing the file; a
+    file where no line has the text column is an error."""
     bad: list[BadLine] = []
     stem = path.name.split(".")[0]
     seen_column = False
@@ -95,8 +103,10 @@ def _lenient_rows(path: Path, text_column: str, id_column: Optional[str]) -> Ite
         seen_column = True
         rid = rec.get(id_column) if id_column else None
         t = rec[text_column]
-        yield _row(str(rid) if rid not in (None, "") else f"{stem}-{lineno - 1}",
-                   t if t is None or isinstance(t, str) else str(t), path, f"line {lineno}", lineno)
+        if t is not None and not isinstance(t, str):
+            yield _bad_row(lineno, "text not a string", f"'{text_column}' is a {type(t).__name__}, not a string")
+            continue
+        yield _row(str(rid) if rid not in (None, "") else f"{stem}-{lineno - 1}", t, path, f"line {lineno}", lineno)
     for b in bad:
         yield _bad_row(b.lineno, b.kind, b.reason)
     if not seen_column:
@@ -115,7 +125,8 @@ def _file_table(p: str | os.PathLike, text_column: str, id_column: Optional[str]
     else:
         check_data_file(path, _OPTIONS)
         rows = lambda: _strict_rows(path, text_column, id_column)  # noqa: E731
-    key = {**file_key(path), "text_column": text_column, "id_column": id_column, "lenient": lenient}
+    # checks 2: a row without the text column (strict) or with a text that is not a string is refused
+    key = {**file_key(path), "text_column": text_column, "id_column": id_column, "lenient": lenient, "checks": 2}
     return cached_table("augment-input", key, rows, _schema())
 
 

@@ -16,7 +16,9 @@ What is compared (same model, same batch shapes, same device, same dtype):
   Once, outside the rounds: that bare loop vs one over batches in input order padded to max length
   (the effect of length-sorted dynamic padding), each the fastest of 3 timings taken in turn.
 
-Library and bare loop are measured in turn, --rounds times (library, bare, library, bare, ...): on
+Library and bare loop are measured in turn, --rounds times (library, bare, bare, library, library, bare,
+...: the order alternates, after --warmup_rounds rounds that are not counted, and evaluation is warmed
+up once for each): on
 this shared 2-core machine one timing of either moves by 5-15% from one minute to the next, more
 than the overhead being measured. So each ratio compares the median step time (training; the
 library logs every step for this, and that logging is counted in its time) or the median evaluation
@@ -171,21 +173,31 @@ def eval_rates(model, tok, texts, labels, batch, max_length, precision, rounds) 
             for f in feats:
                 model(**f)
 
-    bare(sorted_feats[-1:])  # warm-up
+    def library():
+        task.evaluate(lib_model, examples, acc, batch, "bench")
+
+    # warm-up of both: every batch shape met once before the timings. The library tokenises the set at its
+    # first evaluation and keeps the ids for the next ones (a run evaluates dev every train.eval_every
+    # steps): that first evaluation, tokenisation included, is timed on its own
+    first = _timed(library)
+    bare(sorted_feats)
     n = len(texts)
     lib_s, bare_s, lib_cpu, bare_cpu = [], [], [], []
-    for _ in range(rounds):  # in turn
-        c0 = time.process_time()
-        lib_s.append(_timed(lambda: task.evaluate(lib_model, examples, acc, batch, "bench")))
-        c1 = time.process_time()
-        bare_s.append(_timed(lambda: bare(sorted_feats)))
-        lib_cpu.append(c1 - c0)
-        bare_cpu.append(time.process_time() - c1)
+    for r in range(rounds):  # in turn, the order alternating from round to round
+        for which in ("library", "bare") if r % 2 == 0 else ("bare", "library"):
+            c0 = time.process_time()
+            if which == "library":
+                lib_s.append(_timed(library))
+                lib_cpu.append(time.process_time() - c0)
+            else:
+                bare_s.append(_timed(lambda: bare(sorted_feats)))
+                bare_cpu.append(time.process_time() - c0)
     pad = _best_times({"bare": lambda: bare(sorted_feats), "maxpad": lambda: bare(maxpad_feats)})
     lib_m, bare_m = statistics.median(lib_s), statistics.median(bare_s)
     AcceleratorState._reset_state(reset_partial_state=True)
     return {"max_length": max_length, "examples": n, "mean_tokens": sum(len(x) for x in ids) / n,
             "library_examples_per_sec": n / lib_m, "bare_examples_per_sec": n / bare_m, "ratio": bare_m / lib_m,
+            "library_first_evaluation_examples_per_sec": n / first,
             "fastest_ratio": min(bare_s) / min(lib_s),
             "cpu_time_ratio": statistics.median(bare_cpu) / statistics.median(lib_cpu),
             "library_seconds": lib_s, "bare_seconds": bare_s,
@@ -225,6 +237,8 @@ def main() -> None:
     ap.add_argument("--eval_lengths", type=int, nargs="+", default=[128, 512],
                     help="max lengths at which evaluation is measured (default: 128 512)")
     ap.add_argument("--rounds", type=int, default=5, help="library/bare training measurements taken in turn (default: 5: 50 timed steps of each)")
+    ap.add_argument("--warmup_rounds", type=int, default=1,
+                    help="training rounds of each loop run first and not counted (default 1)")
     ap.add_argument("--eval_rounds", type=int, default=5, help="library/bare evaluation timings taken in turn (default: 5)")
     ap.add_argument("--out", default="results/throughput")
     args = ap.parse_args()
@@ -256,17 +270,33 @@ def main() -> None:
                            "cpu_native_bf16": cpu_has_native_bf16()}, "settings": vars(args)}
     for uda in (True, False):
         lib_times, bare_times, lib_cpu, bare_cpu, walls = [], [], [], [], []
-        for _ in range(args.rounds):  # library and bare loop in turn, so that both meet the same machine
+        def library():
             times, cpu, wall = library_step_times(args, uda, out)
-            lib_times += times
-            lib_cpu += cpu
-            walls.append(wall)
+            return times, cpu, wall
+
+        def bare():
             torch.manual_seed(0)
             model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2)
-            times, cpu = bare_step_times(model, tok, texts, labels, texts, texts_a, args.batch, args.ratio,
-                                         args.steps, args.max_length, uda, args.precision)
-            bare_times += times
-            bare_cpu += cpu
+            return bare_step_times(model, tok, texts, labels, texts, texts_a, args.batch, args.ratio,
+                                   args.steps, args.max_length, uda, args.precision)
+
+        # library and bare loop in turn, so that both meet the same machine; the first --warmup_rounds
+        # rounds are not counted (oneDNN builds its kernels for each new batch shape the first time it
+        # meets it, which would charge whichever loop goes first), and the order alternates from round to
+        # round (library first, then bare first), so that a machine growing faster or slower over the
+        # minutes favours neither
+        for r in range(args.warmup_rounds + args.rounds):
+            first_library = r % 2 == 0
+            for which in ("library", "bare") if first_library else ("bare", "library"):
+                if which == "library":
+                    times, cpu, wall = library()
+                    if r >= args.warmup_rounds:
+                        lib_times, lib_cpu = lib_times + times, lib_cpu + cpu
+                        walls.append(wall)
+                else:
+                    times, cpu = bare()
+                    if r >= args.warmup_rounds:
+                        bare_times, bare_cpu = bare_times + times, bare_cpu + cpu
         examples = args.batch * (1 + (args.ratio if uda else 0))
         lib_m, bare_m = statistics.median(lib_times), statistics.median(bare_times)
         lib_q, bare_q = _lower_quartile(lib_times), _lower_quartile(bare_times)
@@ -290,7 +320,8 @@ def main() -> None:
     m = results["machine"]
     md = [f"{m['cpu'] or m['device']}, {m['cpu_threads']} torch threads, native bf16: {m['cpu_native_bf16']}, "
           f"precision {args.precision}.", "",
-          f"Library and bare loop in turn, {args.rounds} rounds of {args.steps} training steps and {args.eval_rounds} "
+          f"Library and bare loop in turn (order alternating, after {args.warmup_rounds} warm-up round(s) not counted), "
+          f"{args.rounds} rounds of {args.steps} training steps and {args.eval_rounds} "
           "evaluation timings each; ratio: of the median step / evaluation times pooled over the rounds "
           "(every step and timing in results.json).", "",
           "| measurement | library (ex/s, median) | bare PyTorch (ex/s, median) | ratio | lower-quartile (training) / fastest (evaluation) ratio | CPU-time ratio (medians) |",

@@ -2,7 +2,9 @@
 the file, row or option, exit status 2, before any training step (no metrics, no checkpoint).
 
 Kinds tested elsewhere (test_text_data, test_config, test_train_e2e, test_checkpoint,
-test_precision_guard) are not repeated here; this file adds the rest."""
+test_precision_guard) are not repeated here; this file adds the rest. Input that is odd but usable (a
+training text also in the test set, no test file, rows without a label) goes on with a warning or note
+line that says what was done; those tests check the line, and that no file of the user's changed."""
 
 from __future__ import annotations
 
@@ -228,6 +230,37 @@ def _output_dir_is_a_file_overwrite(d, tmp):
     return ["--overwrite", "true"]
 
 
+def _label_typos(d, tmp):
+    rows = _named(_rows(d / "train.jsonl"))
+    rows[0]["label"], rows[1]["label"], rows[2]["label"] = "Pos", "negg", "NEG"
+    _write(d / "train.jsonl", rows)
+    _write(d / "test.jsonl", _named(_rows(d / "test.jsonl")))
+
+
+def _text_of_kind(value, split="train", row=2):
+    def change(d, tmp):
+        rows = _rows(d / f"{split}.jsonl")
+        rows[row]["text"] = value
+        _write(d / f"{split}.jsonl", rows)
+    return change
+
+
+def _parquet_int_texts(d, tmp):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = _rows(d / "test.jsonl")
+    (d / "test.jsonl").unlink()
+    pq.write_table(pa.table({"id": [r["id"] for r in rows], "text": list(range(len(rows))),
+                             "label": [r["label"] for r in rows]}), d / "test.parquet")
+
+
+def _config_is_a_folder(d, tmp):
+    (tmp / "configs").mkdir()
+    (tmp / "configs" / "mine.yaml").write_text("train:\n  lr: 1.0e-5\n", encoding="utf-8")
+    return ["--config", str(tmp / "configs")]
+
+
 CASES = {
     "missing label in the test split": (_missing_test_label, r"test data '.*test.jsonl', row 61 \(id 't-nolabel'\): "
                                         r"missing label \(or -1\); every example of this split needs a label"),
@@ -310,21 +343,39 @@ CASES = {
                                      r"choose a new --output_dir"),
     "output folder that is a file, with --overwrite": (_output_dir_is_a_file_overwrite, r"--output_dir '.*run' is "
                                                        r"a file, not a folder"),
+    "label typos: classes of one example": (_label_typos, r"the training pool '.*train.jsonl' has fewer than 2 "
+                                            r"labelled examples of the class\(es\) 'NEG' \(1 example: row 3, id "
+                                            r"'train_2'\), 'Pos' \(1 example: row 1, id 'train_0'\), 'negg' \(1 "
+                                            r"example: row 2, id 'train_1'\) \(label set from sorted names in train: "
+                                            r"\['NEG', 'Pos', 'neg', 'negg', 'pos'\]\); near-duplicate class names, "
+                                            r"a typo in the labels\? 'NEG' ~ 'neg', 'Pos' ~ 'pos', 'negg' ~ 'neg'\. "
+                                            r"A class needs at least 2 labelled examples: fix the labels, or remove "
+                                            r"those rows$"),
+    "a number as a text": (_text_of_kind(12345), r"data file '.*train.jsonl', row 3 \(id 'train_2'\): the text "
+                           r"\(column 'text'\) is a number \(12345\), not a string; write it as a string \(in JSON, "
+                           r"in quotes; in parquet, a string column\) or remove the row$"),
+    "a list as a text": (_text_of_kind(["a", "fine", "film"]), r"data file '.*train.jsonl', row 3 \(id 'train_2'\): "
+                         r"the text \(column 'text'\) is a list \(\['a', 'fine', 'film'\]\), not a string"),
+    "an object as a text": (_text_of_kind({"body": "a fine film"}), r"row 3 \(id 'train_2'\): the text \(column "
+                            r"'text'\) is an object \(\{'body': 'a fine film'\}\), not a string"),
+    "a boolean as a test text": (_text_of_kind(True, "test", 6), r"data file '.*test.jsonl', row 7 \(id "
+                                 r"'test_6'\): the text \(column 'text'\) is a boolean \(true\), not a string"),
+    "a number as an unlabelled text": (_text_of_kind(7, "unsup", 0), r"data file '.*unsup.jsonl', row 1 \(id "
+                                       r"'unsup_0'\): the text \(column 'text'\) is a number \(7\), not a string"),
+    "an integer parquet text column": (_parquet_int_texts, r"data file '.*test.parquet', row 1 \(id 'test_0'\): "
+                                       r"the text \(column 'text'\) is a number \(0\), not a string"),
+    "--config naming a folder": (_config_is_a_folder, r"--config '.*configs' is a folder; it needs a config file "
+                                 r"\(YAML\), such as .*configs/mine.yaml \(the folder holds mine.yaml\)$"),
 }
 
 
-@pytest.mark.parametrize("kind", list(CASES))
-def test_bad_input_stops_before_training(kind, tiny_model_dir, tiny_text_data, tmp_path, capsys, monkeypatch):
+def _train_stops(kind, pattern, extra, model, data, tmp_path, capsys, before):
+    """uda-train on ``data`` with the ``extra`` options must end with the ``error:`` line ``pattern`` and exit
+    status 2, having trained nothing and changed no file of ``before``."""
     from accelerate.state import AcceleratorState
 
-    monkeypatch.delenv("UDA_DATA_PATH", raising=False)
-    change, pattern = CASES[kind]
-    data = tmp_path / "data"
-    shutil.copytree(tiny_text_data, data)
     out = tmp_path / "run"
-    extra = change(data, tmp_path) or []
-    before = _snapshot(tmp_path)
-    args = ["--task", "text_classification", "--model.name_or_path", str(tiny_model_dir), "--data.path", str(data),
+    args = ["--task", "text_classification", "--model.name_or_path", str(model), "--data.path", str(data),
             "--data.num_labeled", "20", "--data.dev_size", "40", "--model.max_length", "32",
             "--data.min_unlabeled_chars", "10", "--train.max_steps", "4", "--train.warmup_steps", "0",
             "--train.batch_size", "4", "--output_dir", str(out), "--report_to", "none", *extra]
@@ -344,6 +395,159 @@ def test_bad_input_stops_before_training(kind, tiny_model_dir, tiny_text_data, t
     after = _snapshot(tmp_path)
     assert {p: h for p, h in after.items() if p in before} == before  # nothing the user wrote removed or changed
     print(f"\n[{kind}] {message[:230]}")
+
+
+@pytest.mark.parametrize("kind", list(CASES))
+def test_bad_input_stops_before_training(kind, tiny_model_dir, tiny_text_data, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("UDA_DATA_PATH", raising=False)
+    change, pattern = CASES[kind]
+    data = tmp_path / "data"
+    shutil.copytree(tiny_text_data, data)
+    extra = change(data, tmp_path) or []
+    _train_stops(kind, pattern, extra, tiny_model_dir, data, tmp_path, capsys, _snapshot(tmp_path))
+
+
+# Model folders that hold a model but not its tokenizer: each case makes one in `tmp` from the tiny model.
+def _weights_only(model, tmp):
+    folder = tmp / "no_tokenizer"
+    folder.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(model / name, folder / name)
+    return folder
+
+
+def _tokenizer_of_five_tokens(model, tmp):
+    from transformers import BertTokenizerFast
+
+    folder = tmp / "small_vocab"
+    folder.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(model / name, folder / name)
+    BertTokenizerFast().save_pretrained(folder)  # no vocabulary: its 5 special tokens only
+    return folder
+
+
+MODEL_CASES = {
+    "model folder without tokenizer files": (_weights_only, r"model folder '.*no_tokenizer' has no tokenizer files "
+                                             r"\(none of tokenizer.json, tokenizer_config.json, vocab.txt, "
+                                             r"vocab.json, ...; it holds \['config.json', 'model.safetensors'\]\): "
+                                             r"its tokenizer would know only its special tokens and read every word "
+                                             r"as \[UNK\]. To train this model, save the model's tokenizer into it "
+                                             r"\(tokenizer.save_pretrained\('.*no_tokenizer'\)\), or copy the "
+                                             r"tokenizer files of the model it was trained from"),
+    "tokenizer far smaller than the model's vocabulary": (_tokenizer_of_five_tokens, r"model folder "
+                                                          r"'.*small_vocab': its tokenizer has 5 tokens, but the "
+                                                          r"model's config.json has vocab_size \d+: the tokenizer's "
+                                                          r"vocabulary is missing or another model's \(tokenizer "
+                                                          r"files found: tokenizer.json.*\). To train this model, "
+                                                          r"save the model's tokenizer into it"),
+}
+
+
+@pytest.mark.parametrize("kind", list(MODEL_CASES))
+def test_bad_input_model_without_its_tokenizer_stops(kind, tiny_model_dir, tiny_text_data, tmp_path, capsys,
+                                                      monkeypatch):
+    monkeypatch.delenv("UDA_DATA_PATH", raising=False)
+    make, pattern = MODEL_CASES[kind]
+    data = tmp_path / "data"
+    shutil.copytree(tiny_text_data, data)
+    model = make(tiny_model_dir, tmp_path)
+    _train_stops(kind, pattern, [], model, data, tmp_path, capsys, _snapshot(tmp_path))
+
+
+def test_bad_input_every_task_checks_its_tokenizer(tiny_model_dir, tmp_path):
+    """The text, QA, QA-start and passages tasks load their tokenizer through the one checked loader, and
+    the tiny model's own tokenizer passes the check."""
+    from uda.hub import load_tokenizer
+    from uda.config import ConfigError
+
+    assert len(load_tokenizer(str(tiny_model_dir))) > 50
+    with pytest.raises(ConfigError, match="has no tokenizer files"):
+        load_tokenizer(str(_weights_only(tiny_model_dir, tmp_path)))
+    for f in ("tasks/text/task.py", "tasks/qa/task.py", "tasks/qa/start_task.py", "tasks/passages/task.py"):
+        source = (REPO / f).read_text(encoding="utf-8")
+        assert "load_tokenizer(self.model_path" in source and "AutoTokenizer.from_pretrained" not in source, f
+
+
+# ----------------------------------------------------------------------------- warnings: the run goes on
+
+def _load(data, capsys, **options):
+    """load_text_classification with the CLI tests' options; (its result, what it printed)."""
+    from tasks.text.config import TextDataConfig
+    from tasks.text.data import load_text_classification
+
+    cfg = TextDataConfig(**{"path": str(data), "num_labeled": 20, "dev_size": 40, "min_unlabeled_chars": 10,
+                            **options})
+    capsys.readouterr()
+    d = load_text_classification(cfg, seed=0)
+    shown = capsys.readouterr()
+    return d, shown.out + shown.err
+
+
+def test_bad_input_labelled_texts_also_in_the_test_set_are_counted(tiny_text_data, tmp_path, capsys):
+    data = tmp_path / "data"
+    shutil.copytree(tiny_text_data, data)
+    train, test = _rows(data / "train.jsonl"), _rows(data / "test.jsonl")
+    for i in range(5):  # five training texts that are test texts, with the test's label
+        train[i].update(text=test[i]["text"], label=test[i]["label"])
+    _write(data / "train.jsonl", train)
+    before = _snapshot(tmp_path)
+    d, shown = _load(data, capsys)
+    line = next(x for x in shown.splitlines() if "also in the test set" in x)
+    assert __import__("re").fullmatch(
+        rf"warning: 5 of the 200 labelled examples of the training pool '{data / 'train.jsonl'}' have a text that "
+        rf"is also in the test set '{data / 'test.jsonl'}' \(\d of the 20 trained on, \d of the 40 dev examples\): "
+        r"test scores count them as unseen texts. Remove them from one of the files if the test set must be held "
+        r"out", line), line
+    assert d.info["counts"]["train_pool_labeled_in_test"] == 5
+    assert not {r["text"] for r in test} & set(d.unlabeled.texts())  # still kept out of the unlabelled pool
+    assert _snapshot(tmp_path) == before
+    print(f"\n[labelled texts in test] {line}")
+
+
+def test_bad_input_single_file_without_test_set_warns(tiny_text_data, tmp_path, capsys):
+    reviews = tmp_path / "reviews.jsonl"
+    shutil.copy(tiny_text_data / "train.jsonl", reviews)
+    before = _snapshot(tmp_path)
+    d, shown = _load(reviews, capsys)
+    line = next(x for x in shown.splitlines() if x.startswith("warning: no test set"))
+    assert line == (f"warning: no test set was found (--data.path '{reviews}' is a single file, read as the "
+                    f"training pool): the run goes on, and its results have no test scores. To evaluate on a test "
+                    f"set, pass --data.test_file FILE, or give --data.path a folder holding the train file and a "
+                    f"test file (test.jsonl, test.csv, test.tsv, test.json or test.parquet, optionally gzipped)")
+    assert d.test == [] and len(d.train) == 20
+    assert _snapshot(tmp_path) == before
+    _, with_test = _load(reviews, capsys, test_file=str(tiny_text_data / "test.jsonl"))
+    assert "no test set" not in with_test
+    print(f"\n[no test set] {line}")
+
+
+def test_bad_input_rows_without_a_label_join_the_unlabelled_pool(tiny_text_data, tmp_path, capsys):
+    """A training-pool row whose label is null, empty or -1 is an unlabelled text: it joins the unlabelled
+    pool (with the unlabelled file's checks); one line says how many, and data_info counts the skipped."""
+    data = tmp_path / "data"
+    shutil.copytree(tiny_text_data, data)
+    extra = [{"id": "null_0", "text": "an unlabelled review of a film", "label": None},
+             {"id": "null_1", "text": "another unlabelled review", "label": None},
+             {"id": "empty_label", "text": "a third one, label empty", "label": ""},
+             {"id": "minus_one", "text": "and one labelled -1", "label": -1},
+             {"id": "short", "text": "so so", "label": None},
+             {"id": "blank", "text": "   ", "label": None}]
+    _write(data / "train.jsonl", _rows(data / "train.jsonl") + extra)
+    before = _snapshot(tmp_path)
+    d, shown = _load(data, capsys)
+    line = next(x for x in shown.splitlines() if "have no label" in x)
+    assert line == (f"note: 6 rows of the training pool '{data / 'train.jsonl'}' have no label (null, empty or -1): "
+                    f"they are read as unlabelled texts and join the unlabelled pool (4 did; 2 were skipped: empty, "
+                    f"shorter than --data.min_unlabeled_chars 10, or also a dev or test text)")
+    counts = d.info["counts"]
+    assert counts["train_pool"] == 206 and counts["train_pool_unlabeled_rows"] == 6
+    assert counts["unlabeled_from_train_unlabeled_rows"] == 4
+    assert counts["unlabeled_skipped_empty"] == 1 and counts["unlabeled_skipped_short"] == 1
+    ids = {u["id"] for u in d.unlabeled}
+    assert {"null_0", "null_1", "empty_label", "minus_one"} <= ids and not {"short", "blank"} & ids
+    assert _snapshot(tmp_path) == before
+    print(f"\n[rows without a label] {line}")
 
 
 def test_remote_code_is_off_unless_asked():
@@ -390,6 +594,20 @@ def _augment_pool_output_is_a_folder(tmp, inp):
     return ["--task", "text_classification", "--data_path", str(tmp / "nowhere"), "--output", str(tmp / "out")]
 
 
+def _augment_row_without_text(tmp, inp):
+    rows = _rows(inp)
+    rows[2] = {"id": "2", "body": "a fine film number 2"}
+    _write(inp, rows)
+    return ["--input", str(inp)]
+
+
+def _augment_text_not_a_string(tmp, inp):
+    rows = _rows(inp)
+    rows[1]["text"] = 12345
+    _write(inp, rows)
+    return ["--input", str(inp)]
+
+
 AUGMENT_CASES = {
     "--output naming a folder": (_augment_output_is_a_folder, r"--output '.*out' is a folder; name a file, such as "
                                  r"--output .*out/augmented.jsonl.gz, or pass the folder as --output_dir"),
@@ -404,6 +622,13 @@ AUGMENT_CASES = {
                             r"data folder or file"),
     "--output inside a file": (_augment_output_under_a_file, r"--output '.*out/aug.jsonl.gz': '.*out' is a file, "
                                r"not a folder"),
+    "a row without the text column": (_augment_row_without_text, r"data file '.*in.jsonl', row 3 \(id '2'\): no "
+                                      r"text column 'text' \(the row has \['id', 'body'\]\); add its text or "
+                                      r"remove the row, or pass --on_bad_line skip to skip such rows \(the report "
+                                      r"lists them\)$"),
+    "a text that is not a string": (_augment_text_not_a_string, r"data file '.*in.jsonl', row 2 \(id '1'\): the "
+                                    r"text \(column 'text'\) is a number \(12345\), not a string; write it as a "
+                                    r"string .* or remove the row, or pass --on_bad_line skip"),
 }
 
 
@@ -428,6 +653,45 @@ def test_bad_input_stops_uda_augment_before_work(kind, tmp_path, capsys, monkeyp
     assert __import__("re").search(pattern, message), message
     assert _snapshot(tmp_path) == before  # nothing written, nothing removed
     print(f"\n[{kind}] {message[:230]}")
+
+
+def test_bad_input_uda_augment_limit_0_names_the_option(tmp_path, capsys):
+    from tasks.cli import augment_main
+
+    inp = tmp_path / "in.jsonl"
+    _write(inp, [{"id": str(i), "text": f"a fine film number {i}"} for i in range(5)])
+    before = _snapshot(tmp_path)
+    for option, value in (("--limit", "0"), ("--limit", "-3"), ("--copies", "0")):
+        with pytest.raises(SystemExit) as e:
+            augment_main(["--input", str(inp), "--method", "swap", "--cache_dir", str(tmp_path / "cache"),
+                          "--no_progress", option, value])
+        assert e.value.code == 2
+        message = capsys.readouterr().err.strip().splitlines()[-1]
+        assert message.endswith(f"error: argument {option}: must be at least 1, got {int(value)}" + (
+            " (the number of rows to augment); leave --limit out to augment every row" if option == "--limit"
+            else "")), message
+    assert _snapshot(tmp_path) == before
+    print(f"\n[--limit 0] {message}")
+
+
+def test_bad_input_uda_augment_skips_rows_without_text_only_when_asked(tmp_path, capsys):
+    """With --on_bad_line skip, rows without the text column or with a text that is not a string are
+    skipped and listed in the report; the others are augmented."""
+    from tasks.cli import augment_main
+
+    inp, out = tmp_path / "in.jsonl", tmp_path / "aug.jsonl.gz"
+    rows = [{"id": str(i), "text": f"a fine film number {i}"} for i in range(5)]
+    rows[2], rows[3]["text"] = {"id": "2", "body": "no text here"}, 12345
+    _write(inp, rows)
+    before = _snapshot(tmp_path)
+    assert augment_main(["--input", str(inp), "--output", str(out), "--method", "swap", "--on_bad_line", "skip",
+                         "--cache_dir", str(tmp_path / "cache"), "--no_progress"]) == 0, capsys.readouterr().err
+    from augment.pipeline import report_path_for
+
+    report = json.loads(report_path_for(out).read_text(encoding="utf-8"))
+    assert report["rows_written"] == 3 and report["skip_reasons"] == {"missing text column": 1,
+                                                                      "text not a string": 1}, report
+    assert {p: h for p, h in _snapshot(tmp_path).items() if p in before} == before
 
 
 def test_bad_input_stale_run_lock_is_taken_over_and_released(tmp_path, capsys):

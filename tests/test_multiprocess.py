@@ -189,3 +189,35 @@ def test_two_nodes_match_two_processes_on_one_node(model_dir, tiny_text_data, co
         assert a == pytest.approx(b, rel=1e-6, abs=1e-7)
     w2, w1 = weights(two_nodes / "model"), weights(one_node / "model")
     assert all(torch.equal(w2[k], w1[k]) for k in w1)
+
+
+@pytest.mark.parametrize("method", ["freematch", "flexmatch"])
+def test_two_processes_keep_the_method_state_of_one(method, model_dir, tiny_text_data, copies_file,  # noqa: F811
+                                                    tmp_path):
+    """A method of the FixMatch family on 2 processes x batch 2 against 1 process x batch 4: the state
+    (freematch's running means, flexmatch's per-example classes, from the gathered observations) is the
+    same, so the losses and weights are too."""
+    from uda import checkpoint
+
+    opts = {**_options(copies_file, 4), "uda.method": method}
+    if method == "freematch":  # its fairness term is a function of each process's own batch (as in USB), not
+        opts["uda.fairness_weight"] = 0  # a mean over examples: 2 x 2 examples do not give what 4 give
+    one, two = tmp_path / "one", tmp_path / "two"
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        run(tiny_config(model_dir, tiny_text_data, one, **opts))
+    finally:
+        torch.set_num_threads(before)
+    _launch("accelerate", REPO / "scripts" / "train_uda.py",
+            tiny_config(model_dir, tiny_text_data, two, **{**opts, "train.batch_size": 2}), tmp_path)
+    for a, b in zip(training_lines(two), training_lines(one)):
+        for key in ("train/loss", "unsup/loss", "unsup/mask_ratio", "unsup/threshold"):
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), (a["step"], key)
+    last = checkpoint.name_for(6)
+    s2 = checkpoint.load_state(two / "checkpoints" / last)["loop"]["method"]
+    s1 = checkpoint.load_state(one / "checkpoints" / last)["loop"]["method"]
+    for j, state in s1["distributions"].items():
+        for name, value in state.items():
+            assert torch.tensor(s2["distributions"][j][name]).double().allclose(
+                torch.tensor(value).double(), rtol=1e-5, atol=1e-7), (method, name)

@@ -5,6 +5,7 @@ message naming the last good checkpoint, and that checkpoint resumes."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import pytest
@@ -15,6 +16,7 @@ from tasks import get_task
 from tests.trainkit import metric_lines, model_dir, run, tiny_config, training_lines, weights  # noqa: F401
 from uda import checkpoint
 from uda.config import ConfigError
+from uda.devices import resolve_precision
 from uda.train import NonFiniteLossError
 
 
@@ -47,6 +49,7 @@ def test_bf16_autocast_on_cpu_keeps_losses_in_float32(model_dir, tiny_text_data,
         return real(ori, aug, *args, **kwargs)
 
     monkeypatch.setattr(uda.step, "consistency_loss", spy)
+    monkeypatch.setattr("uda.devices.cpu_has_native_bf16", lambda: True)  # explicit bf16 on any CPU
     task = DtypeSpyTask()
     out = tmp_path / "bf16"
     results = run(tiny_config(model_dir, tiny_text_data, out, **{
@@ -139,14 +142,76 @@ def test_repeated_nonfinite_losses_stop_and_keep_the_last_good_checkpoint(model_
     assert [line["step"] for line in training_lines(out)] == list(range(1, 13))
 
 
+def test_auto_picks_bf16_only_where_the_device_runs_it_natively():
+    assert resolve_precision("auto", "cpu", native_bf16=True) == (
+        "bf16", "auto: this CPU runs bfloat16 natively (AVX-512 or AMX)")
+    assert resolve_precision("auto", "cpu", native_bf16=False) == ("no", "auto: this CPU has no native bfloat16, so float32")
+    assert resolve_precision("auto", "cuda", native_bf16=False, cuda_bf16=True)[0] == "bf16"
+    assert resolve_precision("auto", "cuda", native_bf16=True, cuda_bf16=False)[0] == "no"  # the CPU's answer is not the GPU's
+    assert resolve_precision("auto", "mps", native_bf16=True)[0] == "no"
+    for device, native in (("cpu", True), ("cpu", False), ("cuda", False)):
+        assert resolve_precision("no", device, native)[0] == "no"
+    assert resolve_precision("fp16", "cuda", native_bf16=False)[0] == "fp16"  # loss scaling, as before
+    assert resolve_precision("bf16", "cpu", native_bf16=True)[0] == "bf16"
+    assert resolve_precision("bf16", "cuda", native_bf16=False, cuda_bf16=True)[0] == "bf16"
+
+
+def test_mixed_precision_options():
+    from uda.config import build_config
+    d = build_config("text_classification", None, {}).train
+    assert (d.mixed_precision, d.allow_emulated_bf16) == ("no", False)  # float32 unless asked
+    t = build_config("text_classification", None, {"train.mixed_precision": "auto",
+                                                   "train.allow_emulated_bf16": "true"}).train
+    assert (t.mixed_precision, t.allow_emulated_bf16) == ("auto", True)
+    with pytest.raises(ConfigError, match="train.mixed_precision"):
+        build_config("text_classification", None, {"train.mixed_precision": "fp32"})
+
+
+def test_explicit_bf16_on_a_cpu_that_would_emulate_it_is_refused_unless_allowed():
+    # emulated bf16 ran the IMDB recipe 12x slower than float32 on an AVX2-only CPU
+    with pytest.raises(ConfigError) as e:
+        resolve_precision("bf16", "cpu", native_bf16=False)
+    assert "--train.mixed_precision auto" in str(e.value) and " or no" in str(e.value)
+    assert "--train.allow_emulated_bf16 true" in str(e.value)
+    used, reason = resolve_precision("bf16", "cpu", native_bf16=False, allow_emulated=True)
+    assert used == "bf16" and "emulated" in reason
+    with pytest.raises(ConfigError, match="train.mixed_precision=fp16 needs a GPU"):
+        resolve_precision("fp16", "cpu", native_bf16=True, allow_emulated=True)
+
+
 @pytest.mark.parametrize("native", [True, False])
-def test_bf16_on_a_cpu_without_native_bf16_warns(native, model_dir, tiny_text_data, tmp_path, monkeypatch, capsys):  # noqa: F811
-    # emulated bf16 ran the IMDB recipe 12x slower than float32 on an AVX2-only CPU: say so, keep training
+def test_auto_run_records_its_choice(native, model_dir, tiny_text_data, tmp_path, monkeypatch, capsys):  # noqa: F811
     monkeypatch.setattr("uda.devices.cpu_has_native_bf16", lambda: native)
-    run(tiny_config(model_dir, tiny_text_data, tmp_path / "run", **{
-        "train.mixed_precision": "bf16", "train.max_steps": 2, "train.eval_every": 2, "eval.test": False}))
-    warned = "no native bfloat16 instructions" in capsys.readouterr().out
-    assert warned is (not native)
+    out = tmp_path / "run"
+    results = run(tiny_config(model_dir, tiny_text_data, out, **{
+        "train.mixed_precision": "auto", "train.max_steps": 2, "train.eval_every": 2, "eval.test": False}))
+    used = "bf16" if native else "no"
+    choice = json.loads((out / "results.json").read_text())["mixed_precision_choice"]
+    assert choice == results["mixed_precision_choice"]
+    assert choice["requested"] == "auto" and choice["used"] == used and choice["reason"].startswith("auto: this CPU")
+    assert results["mixed_precision"] == used  # accelerate trained in what auto chose
+    assert f"mixed precision: {used} ({choice['reason']})" in capsys.readouterr().out
+
+
+def test_bf16_on_a_cpu_without_native_bf16_is_refused_before_the_run(model_dir, tiny_text_data, tmp_path, monkeypatch):  # noqa: F811
+    if torch.accelerator.is_available():
+        pytest.skip("this machine has an accelerator: bf16 runs there")
+    monkeypatch.setattr("uda.devices.cpu_has_native_bf16", lambda: False)
+    with pytest.raises(ConfigError, match="--train.mixed_precision auto"):
+        run(tiny_config(model_dir, tiny_text_data, tmp_path / "run", **{"train.mixed_precision": "bf16"}))
+    assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+def test_allow_emulated_bf16_trains_in_bf16_with_a_warning(model_dir, tiny_text_data, tmp_path, monkeypatch, capsys):  # noqa: F811
+    if torch.accelerator.is_available():
+        pytest.skip("this machine has an accelerator: bf16 runs there natively")
+    monkeypatch.setattr("uda.devices.cpu_has_native_bf16", lambda: False)
+    results = run(tiny_config(model_dir, tiny_text_data, tmp_path / "run", **{
+        "train.mixed_precision": "bf16", "train.allow_emulated_bf16": "true", "train.max_steps": 2,
+        "train.eval_every": 2, "eval.test": False}))
+    assert results["mixed_precision"] == "bf16"
+    assert results["mixed_precision_choice"]["requested"] == results["mixed_precision_choice"]["used"] == "bf16"
+    assert "warning: bf16 is emulated on this CPU" in capsys.readouterr().out
 
 
 def test_cpu_has_native_bf16_answers_a_bool():

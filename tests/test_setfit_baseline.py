@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -96,6 +97,9 @@ def test_from_id_files_writes_results(tiny_encoder, data, tmp_path, capsys):
     for key in ("train_seconds", "test_eval_seconds", "total_seconds", "cpu_seconds"):
         assert res[key] >= 0
     assert res["task"] == "text_classification" and "test accuracy" in log
+    # where it ran, as the trainer's results.json says it (the summary's "ran on"), and its labelled budget
+    assert res["environment"]["device"] == "cpu" and {"device_name", "torch"} <= set(res["environment"])
+    assert res["labels"] == {"train": 8, "dev_for_selection": 0}  # dev is reported, it chooses no step
 
 
 def test_texts_lose_br_tags_and_keep_the_id_order(data):
@@ -135,6 +139,7 @@ def test_from_run_folder_as_the_sweep_reads_it(tiny_encoder, data, tmp_path, cap
     rows = collect(tmp_path / "sweep", "imdb")
     assert [(r["method"], r["num_labeled"], r["seed"]) for r in rows] == [("setfit", 8, 5)]
     assert rows[0]["accuracy"] == res["test"]["accuracy"] and rows[0]["num_train"] == 8
+    assert (rows[0]["device"], rows[0]["dev_labels"]) == ("cpu", 0)
 
 
 def test_missing_id_or_id_file_is_a_clear_error(data, tmp_path, capsys):
@@ -181,7 +186,8 @@ def test_sweep_setfit_method(tiny_encoder, data, tmp_path):
     assert "[1/1] start setfit-n8-seed0" in proc.stdout and "[1/1] done setfit-n8-seed0 in " in proc.stdout
     res = json.loads((out / "setfit-n8-seed0" / "results.json").read_text())
     assert res["source_run"] == str(sibling) and res["setfit"]["num_iterations"] == 2  # --quick
-    assert "| 8 | setfit | 1 |" in (out / "summary.md").read_text()
+    # 8 labels to train, none on dev to choose a step; ran on the CPU (its results.json's environment)
+    assert re.search(r"^\| 8 \| setfit \| 1 \| 8 \+ 0 \| .* \| cpu \|$", (out / "summary.md").read_text(), flags=re.M)
     again = sweep("--num_labeled", "8", "--seeds", "0")
     assert again.returncode == 0 and "skip setfit-n8-seed0: already finished" in again.stdout
     missing = sweep("--num_labeled", "8", "--seeds", "1")

@@ -274,6 +274,99 @@ def test_summary_says_where_runs_ran_and_leaves_resumed_or_mixed_times_out(tmp_p
     assert "cpu 1, cuda 1" in (tmp_path / "summary.csv").read_text()
 
 
+def fake_run(out, name, test, dev=None, train=20, dev_labels=16, task="imdb"):
+    """A finished run folder: results.json with test (and dev) accuracy, its labelled counts, run on the CPU."""
+    r = {"task": task, "test": {"accuracy": test, "macro_f1": test - 0.01}, "selected_model": {"step": 10},
+         "total_seconds": 10.0, "cpu_seconds": 20.0, "environment": {"device": "cpu"},
+         "data": {"counts": {"train": train}}, "labels": {"train": train, "dev_for_selection": dev_labels}}
+    if dev is not None:
+        r["dev_best"] = {"step": 10, "accuracy": dev, "macro_f1": dev}
+    (out / name).mkdir(parents=True)
+    (out / name / "results.json").write_text(json.dumps(r))
+
+
+def spy(monkeypatch, module, name):
+    """Wrap module.name so that each call's arguments are recorded (the function still runs)."""
+    calls = []
+    real = getattr(module, name)
+
+    def wrapper(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapper)
+    return calls
+
+
+def test_summary_names_the_dev_winner_per_n_and_the_labelled_budget(tmp_path, monkeypatch):
+    """Under the mean table a line per N: the method with the best mean dev accuracy and how far it is ahead
+    of supervised on test, seed by seed; the mean table gives each row's labels (train + dev)."""
+    from uda_compare import plots
+    from uda_compare.summary import collect, summarize, write_summary
+
+    fake_run(tmp_path, "supervised-n20-seed1", 0.70, dev=0.70)
+    fake_run(tmp_path, "supervised-n20-seed2", 0.74, dev=0.72)
+    fake_run(tmp_path, "uda-n20-seed1", 0.80, dev=0.85)
+    fake_run(tmp_path, "uda-n20-seed2", 0.72, dev=0.83)
+    fake_run(tmp_path, "setfit-n20-seed1", 0.60, dev=0.60, dev_labels=0)  # SetFit's dev chooses nothing
+    fake_run(tmp_path, "supervised-n40-seed1", 0.75, dev=0.75, train=40)
+    fake_run(tmp_path, "uda-n40-seed1", 0.70, dev=0.80, train=40)
+    fake_run(tmp_path, "ceiling-nall-seed1", 0.85, dev=0.86, train=184)
+    lines = spy(monkeypatch, plots, "_lines")
+    rows = collect(tmp_path, "imdb")
+    write_summary(tmp_path, rows, summarize(rows, "imdb"), "imdb")
+    md = (tmp_path / "summary.md").read_text()
+    assert "| N | method | seeds | labels (train + dev) | accuracy |" in md
+    for row in ("| 20 | supervised | 2 | 20 + 16 |", "| 20 | setfit | 1 | 20 + 0 |", "| 40 | uda | 1 | 40 + 16 |",
+                "| all (184) | ceiling | 1 | 184 + 16 |"):
+        assert row in md, md
+    assert ("- N = 20: uda has the best dev accuracy (84.0); on test it is 4.0 points ahead of supervised "
+            "(mean over the 2 seeds both ran), ahead on 1 of 2.") in md, md
+    assert ("- N = 40: uda has the best dev accuracy (80.0); on test it is 5.0 points behind supervised "
+            "(mean over the 1 seed both ran), ahead on 0 of 1.") in md, md
+    assert "- N = all (184): ceiling has the best dev accuracy (86.0)." in md, md
+    assert md.index("- N = 20:") < md.index("## Test accuracy (%) per seed")  # under the mean table
+    assert "dev_labels" in (tmp_path / "summary.csv").read_text().splitlines()[0]
+
+    # several N: a line per method against N; the legends count seeds in the singular too
+    assert len(lines) == 2  # accuracy and macro-F1
+    ax = lines[0][0]
+    assert sorted(ax.get_legend_handles_labels()[1]) == ["ceiling: all 184 labelled (1 seed)", "setfit (1 seed)",
+                                                         "supervised (2/1 seeds)", "uda (2/1 seeds)"]
+    assert ax.get_xlabel() == "labelled reviews (N, log scale)"
+    assert "mean ± std over 1-2 seeds" in ax.get_title()
+    for png in ("accuracy_vs_num_labeled.png", "macro_f1_vs_num_labeled.png"):
+        assert (tmp_path / png).stat().st_size > 1000, png
+
+
+def test_one_n_draws_a_bar_per_method_with_its_seeds_as_dots(tmp_path, monkeypatch):
+    """One labelled-set size: the accuracy figure is a bar per method (mean, std, a dot per seed), labelled
+    by method, the ceiling's bar too; text_classification counts labelled examples, imdb reviews."""
+    from uda_compare import plots
+    from uda_compare.methods import TASKS
+    from uda_compare.summary import collect, summarize, write_summary
+
+    assert (TASKS["imdb"].unit, TASKS["text_classification"].unit) == ("labelled reviews", "labelled examples")
+    for seed, (sup, uda) in enumerate([(0.70, 0.80), (0.74, 0.72)], start=1):
+        fake_run(tmp_path, f"supervised-n8-seed{seed}", sup, dev=sup, train=8, task="text_classification")
+        fake_run(tmp_path, f"uda-n8-seed{seed}", uda, dev=uda, train=8, task="text_classification")
+    fake_run(tmp_path, "ceiling-nall-seed1", 0.9, dev=0.9, train=184, task="text_classification")
+    bars, lines = spy(monkeypatch, plots, "_bars"), spy(monkeypatch, plots, "_lines")
+    rows = collect(tmp_path, "text_classification")
+    write_summary(tmp_path, rows, summarize(rows, "text_classification"), "text_classification")
+    assert lines == [] and len(bars) == 2
+    ax, drawn, _, metric, seed_values = bars[0]
+    assert metric == "accuracy" and [t["method"] for t in drawn] == ["supervised", "uda", "ceiling"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["supervised", "uda", "ceiling\nall (184)"]
+    assert seed_values[("supervised", 8)] == pytest.approx([70.0, 74.0])
+    assert seed_values[("ceiling", "all")] == pytest.approx([90.0])
+    assert ax.get_xlabel() == "method"
+    assert ax.get_title() == ("Text classification: test accuracy with 8 labelled examples\n(mean ± std over 1-2 "
+                              "seeds; dots: single seeds)")
+    for png in ("accuracy_vs_num_labeled.png", "macro_f1_vs_num_labeled.png", "training_curves.png"):
+        assert (tmp_path / png).stat().st_size > 1000, png
+
+
 def test_num_labeled_zero_means_all_labelled(tiny_text_data):
     from tasks.common.squad import examples_from_official, few_label_split
     from tasks.text.data import load_text_classification

@@ -418,8 +418,10 @@ BEFORE_ARROW = {
 def _selection_digest(d) -> str:
     import hashlib
 
+    added_since = ("unlabeled_skipped_empty", "train_pool_unlabeled_rows", "train_pool_labeled_in_test")
+    counts = {k: v for k, v in d.info["counts"].items() if k not in added_since}  # counts recorded later
     s = {"train": [r["id"] for r in d.train], "dev": [r["id"] for r in d.dev], "test": [r["id"] for r in d.test],
-         "unlabeled": [[u["id"], u.get("hidden_label", -1)] for u in d.unlabeled], "counts": d.info["counts"]}
+         "unlabeled": [[u["id"], u.get("hidden_label", -1)] for u in d.unlabeled], "counts": counts}
     return hashlib.sha256(json.dumps(s, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -90,7 +90,13 @@ class TrainConfig:
     warmup_steps: int = option(1000, "Linear warm-up steps, then linear decay to 0 at max_steps.")
     max_grad_norm: Optional[float] = option(1.0, "Gradient clipping norm (None: no clipping).")
     grad_accum_steps: int = option(1, "Micro-batches accumulated per optimizer step.")
-    mixed_precision: Literal["no", "fp16", "bf16"] = option("no", "Compute dtype via accelerate.")
+    mixed_precision: Literal["auto", "no", "fp16", "bf16"] = option(
+        "no", "Compute dtype via accelerate: 'no' (float32), 'bf16', 'fp16' (GPU only, with loss scaling), or 'auto': "
+        "bf16 where the device runs it natively (a GPU with bfloat16, a CPU with AVX-512 or AMX), else float32. The "
+        "run prints its choice and results.json records it.")
+    allow_emulated_bf16: bool = option(
+        False, "Train in bf16 even on a CPU without native bfloat16, where it is emulated and many times slower than "
+        "float32 (without it, train.mixed_precision bf16 is refused on such a CPU).")
     eval_every: int = option(500, "Evaluate on dev every this many steps (and at the end).")
     log_every: int = option(10, "Log training scalars every this many steps.")
     eval_batch_size: int = option(64, "Batch size for evaluation.")
@@ -100,16 +106,29 @@ class TrainConfig:
     )
 
 
+_METHOD_HELP = " ".join([
+    "Consistency method (docs/algorithm.md): uda (soft targets, optional sharpening, confidence mask and alignment:",
+    "the options below); fixmatch (fixed confidence threshold, hard pseudo-labels); flexmatch (per-class thresholds",
+    "from how many unlabelled examples each class has learned); freematch (self-adaptive global and per-class",
+    "thresholds, fairness term); softmatch (a soft weight from the confidence's running mean and variance, after",
+    "aligning to the labelled prior); adamatch (a threshold relative to the labelled batch's confidence, after",
+    "aligning to the labelled predictions). Options a method does not read are refused."])
+
+
 @dataclass
 class UDAConfig:
+    method: Literal["uda", "fixmatch", "flexmatch", "freematch", "softmatch", "adamatch"] = option("uda", _METHOD_HELP)
     lambda_u: float = option(1.0, "Weight of the consistency loss (0 turns UDA off: supervised-only).")
     unsup_ratio: int = option(3, "Unlabelled examples per labelled example in a step.")
     tsa: Optional[Literal["linear", "exp", "log"]] = option("linear", "Training Signal Annealing schedule (None: off).")
     temperature: Optional[float] = option(None, "Sharpening temperature of the original view's target (None: off).")
-    confidence: Optional[float] = option(None, "Confidence mask threshold on the original view's max probability.")
-    target: Literal["soft", "hard"] = option(
-        "soft", "Consistency target: 'soft', UDA's (sharpened by uda.temperature) distribution of the original view; "
-        "'hard', FixMatch's one-hot argmax of it (the temperature then plays no part; pair it with uda.confidence).")
+    confidence: Optional[float] = option(
+        None, "Confidence threshold on the original view's max probability: uda's mask (None: off); the tau of "
+        "fixmatch, flexmatch and adamatch (None: 0.95).")
+    target: Optional[Literal["soft", "hard"]] = option(
+        None, "Consistency target: 'soft', the (sharpened by uda.temperature) distribution of the original view; "
+        "'hard', its one-hot argmax (the temperature then plays no part). None: the method's own, soft for uda "
+        "and hard for the others.")
     distribution_alignment: bool = option(
         False, "Re-weight the original view's probabilities by (labelled class prior / running mean of the model's "
         "predictions on unlabelled batches) before sharpening and masking (ReMixMatch, AdaMatch): a guard against "
@@ -121,6 +140,20 @@ class UDAConfig:
         "the class offsets under which the last this many original-view predictions have the labelled class shares "
         "on average, and apply them (moves the decision boundary as far as a drift to one class needs; None: the "
         "running mean). Needs uda.distribution_alignment.")
+    ema_momentum: Optional[float] = option(
+        None, "Momentum of the running means that freematch, softmatch and adamatch keep (None: 0.999).")
+    fairness_weight: Optional[float] = option(
+        None, "Weight of freematch's fairness term, added outside uda.lambda_u (None: 0.001).")
+    n_sigma: Optional[float] = option(None, "Width of softmatch's truncated Gaussian weight, in standard deviations "
+                                      "(None: 2).")
+    threshold_warmup: Optional[bool] = option(
+        None, "flexmatch: count the never-confident unlabelled examples when normalising each class's learning "
+        "effect, so that thresholds rise slowly at the start (None: true).")
+    alignment_target: Literal["labeled", "estimated"] = option(
+        "labeled", "What distribution alignment aims at: 'labeled', the labelled sample's class shares; 'estimated', "
+        "the unlabelled data's class prior estimated from the model's recent predictions (EM of Saerens et al., "
+        "2002): for unbalanced data labelled per class, whose labelled shares are even. Needs "
+        "uda.distribution_alignment.")
     lambda_u_ramp_steps: Optional[int] = option(
         None, "Ramp the consistency weight linearly from 0 to uda.lambda_u over this many steps (None: full weight "
         "from the first step).")
@@ -129,6 +162,9 @@ class UDAConfig:
 @dataclass
 class EvalConfig:
     test: bool = option(True, "Evaluate the selected (best dev) model on the test set once, at the end.")
+    test_last_step: bool = option(
+        True, "Also evaluate the test set with the last step's weights when dev selected another step: what the run "
+        "scores without a dev set (results.json test_last_step).")
     select_metric: Optional[str] = option(
         None, "Dev metric that selects the model (higher is better), e.g. HasAns_span_f1 for squad_v2; None: the "
         "task's own (accuracy for classification, best_f1 for squad_v2).")
@@ -349,6 +385,11 @@ def find_config_file(name: str) -> Path:
     given = Path(name).expanduser()
     if given.is_file():
         return given
+    if given.is_dir():
+        inside = sorted(p.name for p in given.glob("*.y*ml"))[:5]
+        raise ConfigError(f"--config '{name}' is a folder; it needs a config file (YAML), such as "
+                          f"{given / (inside[0] if inside else 'config.yaml')}"
+                          + (f" (the folder holds {', '.join(inside)})" if inside else ""))
     rel = Path(*given.parts[1:]) if given.parts[:1] == ("configs",) else given
     shipped = CONFIG_DIR / rel
     if not given.is_absolute() and shipped.is_file():
@@ -428,6 +469,15 @@ def validate(cfg: Config) -> None:
     require(u.alignment_bank is None or u.distribution_alignment,
             "uda.alignment_bank is set but uda.distribution_alignment is false: add --uda.distribution_alignment true "
             "(or drop --uda.alignment_bank)")
+    require(u.alignment_target == "labeled" or u.distribution_alignment,
+            "uda.alignment_target estimated is set but uda.distribution_alignment is false: add "
+            "--uda.distribution_alignment true (or drop --uda.alignment_target)")
+    require(u.ema_momentum is None or 0 <= u.ema_momentum < 1, f"uda.ema_momentum must be in [0, 1), got {u.ema_momentum}")
+    require(u.fairness_weight is None or u.fairness_weight >= 0,
+            f"uda.fairness_weight must be >= 0, got {u.fairness_weight}")
+    require(u.n_sigma is None or u.n_sigma > 0, f"uda.n_sigma must be > 0, got {u.n_sigma}")
+    from uda.consistency import settings_from  # the options each method reads (imported here: it imports torch)
+    settings_from(u)
     require(u.lambda_u_ramp_steps is None or u.lambda_u_ramp_steps >= 1,
             f"uda.lambda_u_ramp_steps must be >= 1 or None, got {u.lambda_u_ramp_steps}")
     require(d.num_labeled >= 0, f"data.num_labeled must be >= 1, or 0 for all labelled examples, got {d.num_labeled}")

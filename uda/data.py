@@ -195,12 +195,29 @@ def check_data_file(p: Path, options: dict = DATA_OPTIONS) -> str:
     return ext
 
 
+def _kind_of(value: Any) -> str:
+    """How a message names a value that should have been a text."""
+    if isinstance(value, bool):
+        return f"a boolean ({json.dumps(value)})"
+    if isinstance(value, (int, float)) or type(value).__module__ == "numpy":
+        return f"a number ({value!r})"
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    if isinstance(value, (list, tuple)):
+        return f"a list ({shown})"
+    if isinstance(value, dict):
+        return f"an object ({shown})"
+    return f"a {type(value).__name__} ({shown})"
+
+
 def iter_table(path: str | os.PathLike, text_column: str = "text", label_column: Optional[str] = "label",
                id_column: Optional[str] = "id", *, require_label: bool = True,
-               options: dict = DATA_OPTIONS) -> Iterator[dict]:
+               options: dict = DATA_OPTIONS, require_text_column: bool = False) -> Iterator[dict]:
     """The rows of :func:`read_table`, read as they are needed (a large file is never held whole, except a
     one-document ``.json``). The same checks and errors; those about the whole file (no rows, a missing
-    column) come at the first row. ``options``: the option names the messages tell the user to check."""
+    column) come at the first row. ``options``: the option names the messages tell the user to check
+    (``options["bad_row"]``, when given, is added to what a bad row's message says to do). A text that is not a string (a
+    number, a list, an object, a boolean; an integer parquet column) is an error naming the row; so is,
+    with ``require_text_column``, a row without the text column (else its text is None, as an empty one)."""
     p = Path(path)
     ext = check_data_file(p, options)
     columns: Optional[list] = None  # None: the keys of the first record
@@ -230,9 +247,18 @@ def iter_table(path: str | os.PathLike, text_column: str = "text", label_column:
     for i, rec in enumerate(itertools.chain([first], records)):
         t = rec.get(text_column)
         rid = rec.get(id_column) if has_id else None
+        if (t is not None and not isinstance(t, str)) or (require_text_column and text_column not in rec):
+            row = f"data file '{p}', row {i + 1}" + (f" (id '{rid}')" if rid not in (None, "") else "")
+            more = options.get("bad_row", "")
+            if text_column in rec:
+                raise DataError(f"{row}: the text (column '{text_column}') is {_kind_of(t)}, not a string; write "
+                                f"it as a string (in JSON, in quotes; in parquet, a string column) or remove the "
+                                f"row{more}")
+            raise DataError(f"{row}: no text column '{text_column}' (the row has {[c for c in rec if c is not None]}); "
+                            f"add its text or remove the row{more}")
         yield {
             "id": str(rid) if rid is not None and rid != "" else f"{stem}-{i}",
-            "text": t if t is None or isinstance(t, str) else str(t),
+            "text": t,
             "label": rec.get(label_column) if has_label else None,
         }
 

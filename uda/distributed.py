@@ -42,3 +42,24 @@ def main_decides(flags: tuple[bool, ...], accelerator: Any) -> tuple[bool, ...]:
 
     t = broadcast(torch.tensor([float(f) for f in flags], device=accelerator.device), from_process=0)
     return tuple(bool(v) for v in t.tolist())
+
+
+def reduced_observations(micro_batches: list[dict], accelerator: Any) -> dict:
+    """One optimizer step's observations for a consistency method's state (``uda.consistency``): for each
+    distribution, the ``sum_*`` entries added up over the step's micro-batches and every process, the
+    other entries (one row per example) concatenated and gathered from every process. Each process then
+    updates its copy of the state with the same numbers."""
+    out: dict = {}
+    for j in sorted({j for mb in micro_batches for j in mb}):
+        parts = [mb[j] for mb in micro_batches if j in mb]
+        merged = {}
+        for key in parts[0]:
+            if key.startswith("sum_"):
+                total = sum(p[key] for p in parts)
+                if accelerator.num_processes > 1:
+                    total = accelerator.reduce(total.to(accelerator.device), reduction="sum").cpu()
+                merged[key] = total
+            else:
+                merged[key] = gathered(torch.cat([p[key] for p in parts]), accelerator).cpu()
+        out[j] = merged
+    return out

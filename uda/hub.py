@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 # Names that resolve to a model shipped inside a PyPI package, usable with no network.
 OFFLINE_MODELS = {
@@ -83,6 +84,45 @@ def _check_model_config(folder: Path) -> None:
         reason = " ".join(str(e).replace(str(folder), "the folder").split())[:200].rstrip(".")
         raise OfflineError(f"model folder '{folder}': its config.json is not a model config that transformers "
                            f"can read ({reason}); give a folder written by save_pretrained") from None
+
+
+# The files a tokenizer is saved in (save_pretrained writes some of them; one is enough to hold a vocabulary).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "merges.txt",
+                   "spiece.model", "sentencepiece.bpe.model", "tokenizer.model", "source.spm", "target.spm")
+
+
+def load_tokenizer(model_path: str, trust_remote_code: bool = False) -> Any:
+    """The tokenizer of the model at ``model_path`` (a folder or a hub id, as :func:`resolve_model_path`
+    gives), checked to be the model's own: a folder without tokenizer files, or a tokenizer whose vocabulary
+    is less than half the model's ``vocab_size``, is an error naming the folder and what is missing.
+    transformers would otherwise build a tokenizer of a few special tokens, and every word would be [UNK]."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from uda.errors import ConfigError
+
+    folder = Path(model_path).expanduser()
+    fix = (f"save the model's tokenizer into it (tokenizer.save_pretrained('{folder}')), or copy the tokenizer "
+           f"files of the model it was trained from; --model.name_or_path names the folder")
+    if folder.is_dir() and not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        found = sorted(p.name for p in folder.iterdir())[:10]
+        raise ConfigError(f"model folder '{folder}' has no tokenizer files (none of {', '.join(TOKENIZER_FILES[:4])}, "
+                          f"...; it holds {found}): its tokenizer would know only its special tokens and read every "
+                          f"word as [UNK]. To train this model, {fix}")
+    tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    try:
+        vocab_size = getattr(AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code),
+                             "vocab_size", None)
+    except (OSError, ValueError):  # no config to compare with: the model's loading reports it
+        vocab_size = None
+    if isinstance(vocab_size, int) and len(tokenizer) < 0.5 * vocab_size:
+        where = f"model folder '{folder}'" if folder.is_dir() else f"model '{model_path}'"
+        have = [f for f in TOKENIZER_FILES if (folder / f).is_file()] if folder.is_dir() else []
+        raise ConfigError(f"{where}: its tokenizer has {len(tokenizer)} tokens, but the model's config.json has "
+                          f"vocab_size {vocab_size}: the tokenizer's vocabulary is missing or another model's"
+                          + (f" (tokenizer files found: {', '.join(have)})" if have else "")
+                          + (f". To train this model, {fix}" if folder.is_dir() else
+                             "; give a model whose tokenizer matches it"))
+    return tokenizer
 
 
 def _in_local_cache(repo_id: str) -> bool:

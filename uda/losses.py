@@ -100,6 +100,25 @@ def prior_matching_offsets(log_probs: torch.Tensor, prior: torch.Tensor, iterati
     return b - b.mean()
 
 
+def estimate_class_prior(probs: torch.Tensor, train_prior: torch.Tensor, iterations: int = 100) -> torch.Tensor:
+    """The class prior of unlabelled data from a classifier's predictions on it (Saerens, Latinne and
+    Decaestecker, 2002): EM that alternates re-weighting each prediction by pi / train_prior
+    (renormalised) and taking their mean as the new pi, from pi = train_prior.
+
+    probs: (N, C) predicted probabilities of N unlabelled examples; train_prior: (C,) the class shares
+    the classifier was trained on (a per-class labelled sample: uniform). A classifier trained on even
+    classes predicts a rare class too often; this is the share that is consistent with its
+    predictions, what distribution alignment should aim at on unbalanced data. Written here because it
+    is five lines."""
+    p = probs.detach().double()
+    base = train_prior.detach().double().clamp(min=1e-12).to(p.device)
+    pi = base.clone()
+    for _ in range(iterations):
+        w = p * (pi / base)
+        pi = (w / w.sum(dim=-1, keepdim=True).clamp(min=1e-300)).mean(dim=0)
+    return pi.float()
+
+
 def consistency_loss(
     ori_logits: torch.Tensor,
     aug_logits: torch.Tensor,

@@ -1,5 +1,5 @@
-"""Ctrl-C and SIGTERM as requests to stop after the step under way: the training loop's, and the
-stages of tasks that train loops of their own (the QA start)."""
+"""Ctrl-C and SIGTERM as requests to stop after the step under way, for the training loop (which runs
+every training of the library: tasks, the QA-shaped start, the MLM stage)."""
 
 from __future__ import annotations
 

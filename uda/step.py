@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from uda.consistency import Decision, Family, MethodOutput
 from uda.losses import class_prediction_stats, consistency_loss, total_loss, tsa_supervised_loss
 from uda.task import SupervisedTerm
 
@@ -23,13 +24,15 @@ class StepOutput:
     unsup_loss: Optional[torch.Tensor]  # None: supervised only
     class_log_probs: Optional[torch.Tensor] = None  # (B, K) the original view's class log-probabilities
     stats: dict[str, float] = field(default_factory=dict)  # what the loop logs (measured values only)
+    observed: dict = field(default_factory=dict)  # distribution -> what a method's state update needs
 
 
 def uda_step(task: Any, model: torch.nn.Module, batch_l: dict, views: Optional[tuple[dict, dict]], *,
              tsa: Callable[[int], float], lambda_u: float, tsa_num_classes: int = 2,
              class_logits_index: Optional[int] = None, temperature: Optional[float] = None,
              confidence: Optional[float] = None, hard: bool = False, alignment: Optional[torch.Tensor] = None,
-             hidden_labels: Optional[torch.Tensor] = None) -> StepOutput:
+             hidden_labels: Optional[torch.Tensor] = None, family: Optional[Family] = None,
+             unlabeled_index: Optional[torch.Tensor] = None, class_prior: Optional[torch.Tensor] = None) -> StepOutput:
     """Losses of one micro-batch.
 
     batch_l: the labelled batch (model inputs + labels). views: (original, augmented) model inputs of
@@ -40,6 +43,10 @@ def uda_step(task: Any, model: torch.nn.Module, batch_l: dict, views: Optional[t
     distribution-alignment weights) reweights and the class-spread stats describe.
     hidden_labels: labels of the unlabelled examples that training never reads (-1: unknown), for
     the unsup/target_accuracy diagnostic only.
+    family: the consistency method when it is not uda (``uda.consistency``; None: uda, with the
+    temperature, confidence, hard and alignment arguments); unlabeled_index: the unlabelled examples'
+    indices in the pool (FlexMatch's per-example state); class_prior: the labelled class shares (the
+    pseudo-label shares are compared with them).
     """
     sup = task.supervised(model, batch_l)
     terms = sup.terms or [SupervisedTerm("sup", sup.per_example_loss, sup.gold_prob, tsa_num_classes)]
@@ -64,6 +71,9 @@ def uda_step(task: Any, model: torch.nn.Module, batch_l: dict, views: Optional[t
         ori_logits = task.consistency_logits(model, ori)
     aug_logits = task.consistency_logits(model, aug)
     class_index = class_logits_index
+    if family is not None:
+        return _family_step(family, sup_loss, stats, ori_logits, aug_logits, lambda_u, class_index, alignment,
+                            sup.class_probs, unlabeled_index, hidden_labels, class_prior)
     terms = [consistency_loss(o, a, temperature, confidence, hard=hard,
                               alignment=alignment if j == class_index else None)
              for j, (o, a) in enumerate(zip(ori_logits, aug_logits))]
@@ -81,14 +91,66 @@ def uda_step(task: Any, model: torch.nn.Module, batch_l: dict, views: Optional[t
     return StepOutput(loss, sup_loss, unsup_loss, class_log_probs, stats)
 
 
-def target_accuracy(ori_logits: torch.Tensor, mask: torch.Tensor, hidden: Optional[torch.Tensor]) -> dict:
-    """Counts behind unsup/target_accuracy (the original view's argmax against labels training never
-    reads) and unsup/confident_target_accuracy (the same over the examples the confidence mask keeps).
-    Counts, not ratios, so that a logging window averages over examples (see ratios_from_counts)."""
+def _family_step(family: Family, sup_loss: torch.Tensor, stats: dict, ori_logits: list, aug_logits: list,
+                 lambda_u: float, class_index: Optional[int], alignment: Optional[torch.Tensor],
+                 labeled_probs: Optional[torch.Tensor], idx: Optional[torch.Tensor], hidden: Optional[torch.Tensor],
+                 class_prior: Optional[torch.Tensor]) -> StepOutput:
+    """The rest of the step for a method of the FixMatch family: each distribution's loss and extra term
+    (FreeMatch's fairness, outside lambda_u), and what each method decided, for the logs."""
+    outs: list[MethodOutput] = []
+    for j, (o, a) in enumerate(zip(ori_logits, aug_logits)):
+        here = j == class_index
+        outs.append(family.loss(j, o, a, idx=idx if here else None, labeled_probs=labeled_probs if here else None,
+                                alignment=alignment if here else None))
+    unsup_loss = torch.stack([out.loss for out in outs]).mean()
+    extras = [out.extra for out in outs if out.extra is not None]
+    loss = total_loss(sup_loss, unsup_loss, lambda_u) + (torch.stack(extras).sum() if extras else 0.0)
+    weights = [out.decision.weight for out in outs]
+    stats.update({"unsup/loss": unsup_loss.item(), "train/loss": loss.item(),
+                  "unsup/mask_ratio": float(torch.stack([w.mean() for w in weights]).mean()),
+                  "unsup/used_ratio": float(torch.stack([(w > 0).float().mean() for w in weights]).mean())})
+    if extras:
+        stats["unsup/fairness"] = float(torch.stack(extras).sum())
+    main = outs[class_index] if class_index is not None else outs[0]
+    stats.update(decision_stats(main.decision, class_prior if class_index is not None else None))
+    class_log_probs = None
+    if class_index is not None:
+        o = ori_logits[class_index]
+        class_log_probs = o.float().log_softmax(-1)
+        stats.update({f"unsup/{k}": v for k, v in class_prediction_stats(o).items()})
+        stats.update(target_accuracy(o, main.decision.weight, hidden, pseudo=main.decision.pseudo))
+    return StepOutput(loss, sup_loss, unsup_loss, class_log_probs, stats,
+                      observed={j: out.observed for j, out in enumerate(outs) if out.observed})
+
+
+def decision_stats(decision: Decision, prior: Optional[torch.Tensor]) -> dict:
+    """What a method decided, for the logs: its global threshold, the range of its per-class thresholds,
+    and how far the kept pseudo-labels' class shares are from the labelled prior (total variation,
+    0: the same shares, 1: disjoint)."""
+    out = {}
+    if decision.threshold is not None:
+        out["unsup/threshold"] = float(decision.threshold)
+    if decision.class_thresholds is not None:
+        out["unsup/class_threshold_min"] = float(decision.class_thresholds.min())
+        out["unsup/class_threshold_max"] = float(decision.class_thresholds.max())
+    w = decision.weight.detach().float()
+    if prior is not None and float(w.sum()) > 0:
+        shares = torch.zeros(len(prior)).index_add_(0, decision.pseudo.cpu(), w.cpu()) / float(w.sum())
+        out["unsup/pseudo_prior_gap"] = 0.5 * float((shares - prior.float().cpu()).abs().sum())
+    return out
+
+
+def target_accuracy(ori_logits: torch.Tensor, mask: torch.Tensor, hidden: Optional[torch.Tensor],
+                    pseudo: Optional[torch.Tensor] = None) -> dict:
+    """Counts behind unsup/target_accuracy (the target's class, by default the original view's argmax,
+    against labels training never reads) and unsup/confident_target_accuracy (the same over the examples
+    the mask keeps). Counts, not ratios, so that a logging window averages over examples (see
+    ratios_from_counts)."""
     if hidden is None:
         return {}
     known = hidden >= 0
-    right = (ori_logits.argmax(-1).cpu() == hidden) & known
+    predicted = ori_logits.argmax(-1) if pseudo is None else pseudo
+    right = (predicted.cpu() == hidden) & known
     kept = mask.detach().cpu() > 0
     return {"unsup/_target_right": float(right.sum()), "unsup/_target_n": float(known.sum()),
             "unsup/_confident_right": float((right & kept).sum()), "unsup/_confident_n": float((known & kept).sum())}

@@ -62,6 +62,9 @@ class SupervisedOutput:
     # probability and the supervised loss is sum(weight * masked mean). None: one term, the fields
     # above, with K = the TaskData's tsa_num_classes.
     terms: Optional[list[SupervisedTerm]] = None
+    # (B, K) the labelled batch's probabilities over the task's classes (the distribution at the TaskData's
+    # class_logits_index), without gradient; what adamatch's relative threshold reads. None: not given.
+    class_probs: Optional[torch.Tensor] = None
 
 
 class Task:

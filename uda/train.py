@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import time
 from contextlib import ExitStack, nullcontext
 from functools import partial
@@ -31,7 +30,8 @@ from uda import checkpoint
 from uda.alignment import ClassAligner
 from uda.config import Config, ConfigError
 from uda.devices import environment, kept_accelerate_state, make_accelerator
-from uda.distributed import finite_everywhere, gathered, main_decides, mean_over_processes
+from uda.consistency import Family, settings_from
+from uda.distributed import finite_everywhere, gathered, main_decides, mean_over_processes, reduced_observations
 from uda.errors import NonFiniteLossError, RunStopped
 from uda.io import atomic_write_json
 from uda.losses import ramp, tsa_threshold
@@ -95,7 +95,11 @@ def setup(cfg: Config, task: Task, clock: Callable[[], float] = time.monotonic,
     if cfg.uda.distribution_alignment and unlabeled is not None:  # aligns the unlabelled targets: none
         # when supervised only (a recipe with alignment run as its own baseline, --uda.lambda_u 0);
         # starts at the labelled prior, so the first weights are 1
-        state.aligner = ClassAligner(data.class_prior, cfg.uda.alignment_momentum, cfg.uda.alignment_bank)
+        state.aligner = ClassAligner(data.class_prior, cfg.uda.alignment_momentum, cfg.uda.alignment_bank,
+                                     estimate=cfg.uda.alignment_target == "estimated")
+    if cfg.uda.method != "uda" and unlabeled is not None:  # a method of the FixMatch family and its state
+        state.family = Family(cfg.uda.method, settings_from(cfg.uda), data.class_logits_index, len(data.unlabeled),
+                              data.class_prior)
     run = Run(cfg, task, accelerator, model, accelerator.unwrap_model(model), optimizer, scheduler, data,
               labeled, unlabeled, None, run_dir, select_metric, state, t_start, cpu_start,  # type: ignore[arg-type]
               rankings=rankings, clock=clock)
@@ -113,9 +117,10 @@ def _model_and_optimizer(cfg: Config, task: Task, accelerator: Any) -> tuple[tor
 
     with kept_accelerate_state():  # a stage before the run (contrastive, MLM) may set up accelerate its own way
         model = task.build_model(cfg)
-    if accelerator.mixed_precision != cfg.train.mixed_precision:  # what trains is what the config says
+    used = accelerator.precision_choice["used"]  # train.mixed_precision resolved for the device ("auto")
+    if accelerator.mixed_precision != used:  # what trains is what the config chose
         raise RuntimeError(f"accelerate's mixed precision is '{accelerator.mixed_precision}' after the model was "
-                           f"built, not train.mixed_precision '{cfg.train.mixed_precision}'")
+                           f"built, not '{used}' (train.mixed_precision {cfg.train.mixed_precision})")
     optimizer = torch.optim.AdamW(param_groups(model, cfg.train.weight_decay, cfg.train.lr, cfg.train.head_lr),
                                   lr=cfg.train.lr)
     scheduler = get_linear_schedule_with_warmup(optimizer, cfg.train.warmup_steps, cfg.train.max_steps)
@@ -183,21 +188,23 @@ def fit(run: Run) -> None:
             lambda_u = cfg.uda.lambda_u * ramp(step, cfg.uda.lambda_u_ramp_steps)
             tsa = partial(tsa_threshold, cfg.uda.tsa, progress)  # K -> the threshold of a head of K classes
             alignment = st.aligner.weights().to(acc.device) if st.aligner is not None else None
-            step_ok, stats, class_log_probs = True, {}, []
+            step_ok, stats, class_log_probs, observed = True, {}, [], []
             for micro in range(accum):
                 # gradients are synchronised across processes only on the last micro-batch
                 with nullcontext() if micro == accum - 1 else acc.no_sync(run.model):
-                    batch_l, views, hidden = _next_batches(run)
+                    batch_l, views, hidden, idx_u = _next_batches(run)
                     # one autocast context over the step's forward passes: the weights are cast to the
                     # compute dtype once and reused (accelerate's per-forward autocast casts them every pass)
                     with acc.autocast():
                         out: StepOutput = uda_step(task, run.model, batch_l, views, tsa=tsa, lambda_u=lambda_u,
-                                                   alignment=alignment, hidden_labels=hidden, **options)
+                                                   alignment=alignment, hidden_labels=hidden, family=st.family,
+                                                   unlabeled_index=idx_u, **options)
                     step_ok = finite_everywhere(out.loss, acc)
                     if not step_ok:
                         break  # a NaN/inf loss never reaches the weights: the step is skipped
                     acc.backward(out.loss / accum)
                 _add_micro_batch(stats, class_log_probs, out, accum)
+                observed.append(out.observed)
             if step_ok and cfg.train.max_grad_norm is not None:
                 grad_norm = float(acc.clip_grad_norm_(run.model.parameters(), cfg.train.max_grad_norm))
                 stats["train/grad_norm"] = grad_norm
@@ -205,6 +212,8 @@ def fit(run: Run) -> None:
                 step_ok = math.isfinite(grad_norm) or acc.scaler is not None
             if step_ok and st.aligner is not None:
                 st.aligner.update(gathered(torch.cat(class_log_probs), acc))
+            if step_ok and st.family is not None:  # the method's thresholds and running means, alike on every process
+                st.family.update(reduced_observations(observed, acc))
             if step_ok:
                 run.optimizer.step()
                 if not acc.optimizer_step_was_skipped:
@@ -214,7 +223,7 @@ def fit(run: Run) -> None:
             done = st.step = step + 1
             if cfg.train.max_nonfinite_steps is not None and st.bad_run >= cfg.train.max_nonfinite_steps:
                 bar.close()
-                raise _nonfinite_error(run, done)
+                raise run.nonfinite_error(done)
             if done % cfg.train.log_every == 0 or done == cfg.train.max_steps:
                 window_t0 = _log_window(run, done, progress, lambda_u, window_t0, bar)
             bar.update(1)
@@ -224,7 +233,7 @@ def fit(run: Run) -> None:
                 last_save = run.clock()
             if stop:
                 bar.close()
-                raise _stopped(run, done, saved)
+                raise run.stopped_error(done, saved)
             window_t0 += time.time() - t_pause  # evaluation and checkpoint time is not training throughput
     bar.close()
     st.train_seconds_before += time.time() - t_loop  # now the training time of the whole run
@@ -233,22 +242,26 @@ def fit(run: Run) -> None:
 def _step_options(cfg: Config, data: TaskData) -> dict:
     """The arguments of ``uda_step`` that stay the same for the whole run."""
     return {"tsa_num_classes": data.tsa_num_classes, "class_logits_index": data.class_logits_index,
-            "temperature": cfg.uda.temperature, "confidence": cfg.uda.confidence, "hard": cfg.uda.target == "hard"}
+            "temperature": cfg.uda.temperature, "confidence": cfg.uda.confidence, "hard": cfg.uda.target == "hard",
+            "class_prior": data.class_prior}
 
 
-def _next_batches(run: Run) -> tuple[dict, Optional[tuple[dict, dict]], Optional[torch.Tensor]]:
+def _next_batches(run: Run) -> tuple[dict, Optional[tuple[dict, dict]], Optional[torch.Tensor],
+                                     Optional[torch.Tensor]]:
     """The next micro-batch on the device: (labelled batch, (original, augmented) unlabelled views or
-    None when supervised only, the unlabelled examples' hidden labels or None)."""
+    None when supervised only, the unlabelled examples' hidden labels or None, their indices in the pool
+    or None)."""
     device, st, task = run.accelerator.device, run.state, run.task
     idx_l = next(run.labeled)
     batch_l = _to(task.collate_labeled([run.data.train[i] for i in idx_l]), device)
     st.drawn["labeled"] += len(idx_l)
     if run.unlabeled is None:
-        return batch_l, None, None
-    unl = take(run.data.unlabeled, next(run.unlabeled))
+        return batch_l, None, None, None
+    idx_u = next(run.unlabeled)
+    unl = take(run.data.unlabeled, idx_u)
     ori, aug = task.collate_unlabeled(unl)
     st.drawn["unlabeled"] += len(unl)
-    return batch_l, (_to(ori, device), _to(aug, device)), task.hidden_labels(unl)
+    return batch_l, (_to(ori, device), _to(aug, device)), task.hidden_labels(unl), torch.as_tensor(idx_u)
 
 
 def _to(batch: dict, device: torch.device) -> dict:
@@ -348,7 +361,7 @@ def save_checkpoint(run: Run, step: int, metric: Optional[float], train_seconds:
         "streams": {"labeled": run.labeled.state_dict(),
                     "unlabeled": run.unlabeled.state_dict() if run.unlabeled is not None else None},
         "processes": processes,
-        "loop": st.state_dict(train_seconds, cpu_seconds(run)),
+        "loop": st.state_dict(train_seconds, run.cpu_seconds()),
         "metrics_lines": run.logger.lines,
     }
     dev = st.dev_history[-1] if st.dev_history and st.dev_history[-1]["step"] == step and metric is not None else {}
@@ -360,39 +373,19 @@ def save_checkpoint(run: Run, step: int, metric: Optional[float], train_seconds:
         tqdm.write(f"step {step}: dev {run.select_metric} {metric:.4f} (best {best.metric:.4f} at step {best.step})")
 
 
-def cpu_seconds(run: Run) -> float:
-    """CPU seconds of the run so far: the attempts before this one, and this process since setup."""
-    return run.state.cpu_seconds_before + time.process_time() - run.cpu_start
-
-
-def _stopped(run: Run, done: int, saved: bool) -> RunStopped:
-    signum = run.state.stop_signal or signal.SIGTERM  # another process of the run received it
-    if saved:
-        kept = f"its checkpoint is saved in '{run.ckpt_root / checkpoint.name_for(done)}'"
-    else:
-        kept = f"its steps since the last good checkpoint were skipped as non-finite, so nothing was saved; " \
-               f"{_last_good(run)}"
-    return RunStopped(f"training stopped by {signal.Signals(signum).name} after step {done} of "
-                      f"{run.cfg.train.max_steps}: {kept}. Run the same command again to continue from it "
-                      f"(output folder '{run.run_dir}').", signum)
-
-
-def _last_good(run: Run) -> str:
-    last = checkpoint.latest(run.ckpt_root)
-    return f"the last good checkpoint is '{last.path}' (step {last.step})" if last else \
-        "no checkpoint had been written yet"
-
-
-def _nonfinite_error(run: Run, done: int) -> NonFiniteLossError:
-    kept = _last_good(run)
-    bad = run.state.bad_run
-    return NonFiniteLossError(
-        f"the loss (or gradient norm) was NaN/inf for {bad} steps in a row (steps {done - bad + 1}-"
-        f"{done}), so training stopped; {kept}. Lower --train.lr, prefer bf16 to fp16, check the data, "
-        f"or raise --train.max_nonfinite_steps")
-
-
 # ----------------------------------------------------------------------------- finish
+
+def _test_last_step(run: Run, best: Any) -> Optional[dict]:
+    """Test metrics of the weights in memory, the last step's, when dev selected another step (None when
+    it selected the last one, there is no test set, or eval.test_last_step is off)."""
+    cfg = run.cfg
+    if not (cfg.eval.test and cfg.eval.test_last_step and len(run.data.test)) or best is None \
+            or best.step == cfg.train.max_steps:
+        return None
+    run.model.eval()
+    metrics = run.task.evaluate(run.unwrapped, run.data.test, run.accelerator, cfg.train.eval_batch_size, "test")
+    return {"step": cfg.train.max_steps, **metrics}
+
 
 def finish(run: Run) -> dict:
     """Load the model selected on dev, evaluate the test set once, save the model and results.json."""
@@ -402,6 +395,7 @@ def finish(run: Run) -> dict:
     cfg, acc, st = run.cfg, run.accelerator, run.state
     acc.wait_for_everyone()  # the main process has written the last checkpoint
     best = checkpoint.best(run.ckpt_root)
+    last = _test_last_step(run, best)  # before the selected weights replace the last step's
     if best is not None:
         checkpoint.load_model_weights(run.unwrapped, best.path / checkpoint.MODEL_DIR)
     selected = {"step": best.step if best is not None else cfg.train.max_steps,
@@ -423,16 +417,21 @@ def finish(run: Run) -> dict:
         "dev_best": next((h for h in st.dev_history if best is not None and h["step"] == best.step), None),
         "dev_history": st.dev_history,
         "test": test_metrics,
+        "test_last_step": last or ({"step": selected["step"], **test_metrics}  # the selected step is the last
+                                   if test_metrics and selected["step"] == cfg.train.max_steps else None),
+        # the labelled budget: the examples trained on, and the dev labels that chose the step
+        "labels": {"train": len(run.data.train), "dev_for_selection": len(run.data.dev) if best is not None else 0},
         "train_seconds": round(st.train_seconds_before, 1),
         "test_eval_seconds": test_seconds,
         "total_seconds": round(time.time() - run.t_start, 1),
         # CPU seconds, all threads, setup to here over every attempt; on one thread about the wall time
         # of the run alone on a core
-        "cpu_seconds": round(cpu_seconds(run), 1),
+        "cpu_seconds": round(run.cpu_seconds(), 1),
         "num_processes": acc.num_processes,
         "processes": processes,
         "environment": environment(acc.device),
         "mixed_precision": acc.mixed_precision,  # accelerate's, as the run ends (setup checks it against the config)
+        "mixed_precision_choice": acc.precision_choice,  # {requested, used, reason}: what "auto" became, and why
         "nonfinite_skipped_steps": st.skipped,
         "resumed_at_steps": st.resumed_at,
         "data": run.data.info,

@@ -26,6 +26,11 @@ lists them). Methods (each one a set of options laid over those):
 - ``uda_tfidf``: UDA with TF-IDF word replacement (``--augment.method tf_idf``, the config's p);
 - ``uda_bt``: UDA with precomputed (back-translated) copies (``--augment.method precomputed
   --augment.file <--bt_file>``; see uda-augment);
+- ``fixmatch``, ``flexmatch``, ``freematch``, ``softmatch``, ``adamatch``: that consistency method
+  (``--uda.method``, docs/algorithm.md) with its own defaults, on the config's augmentation, start and
+  schedule; UDA's own options that the config may set (``uda.temperature``, ``uda.confidence``,
+  ``uda.target``, ``uda.distribution_alignment``, ``uda.alignment_bank``) are reset for it (each run's
+  config.yaml shows what it ran with; a ``--variant`` sets the method's options);
 - ``ceiling``: plain fine-tuning (as ``finetune``) on every labelled example of the training pool
   that is not dev (``--data.num_labeled 0``); run once per seed, not per N;
 - ``setfit``: the SetFit baseline (uda_compare/setfit_baseline.py) on the labelled and dev ids of the
@@ -49,7 +54,8 @@ way. Each run prints a line when it starts and when it ends (``[3/16] done uda-n
 accuracy 84.6``). At the end (or with ``--summarize_only``) the test metrics of all finished runs are
 collected into ``summary.md`` (mean and sample standard deviation over seeds; the headline metrics per
 seed, one column per seed; each run's metrics, wall and CPU time), ``summary.csv`` / ``summary.json``,
-one plot ``<metric>_vs_num_labeled.png`` per headline metric (log N; the ceiling as a dashed line)
+one plot ``<metric>_vs_num_labeled.png`` per headline metric (log N, the ceiling as a dashed line;
+with one N, a bar per method with its seeds as dots)
 and ``training_curves.png`` (supervised and consistency loss against step, one line per run, from
 each run's metrics.jsonl); the plots need matplotlib (``pip install matplotlib``) and are left out,
 with a note, without it. ``--quick`` shrinks every run to a smoke test (4 steps, small dev, test and

@@ -25,14 +25,14 @@ class TaskSpec:
     plain: dict = field(default_factory=dict)  # what finetune and ceiling add to lambda_u 0: no extra stage
 
 
-_TEXT = dict(unit="labelled reviews", metrics=[("accuracy", "accuracy"), ("macro_f1", "macro-F1")],
+_TEXT = dict(metrics=[("accuracy", "accuracy"), ("macro_f1", "macro-F1")],
              plots=["accuracy", "macro_f1"], scale=100.0, default_num_labeled=[20, 100, 1000],
              default_methods=["supervised", "uda_tfidf", "uda_bt", "ceiling"],
              plain={"model.contrastive_iterations": "none", "model.mlm_steps": "none",
                     "model.head_init": "random", "model.label_descriptions": "none"})
 TASKS = {
-    "imdb": TaskSpec(title="IMDB", **_TEXT),
-    "text_classification": TaskSpec(title="Text classification", **_TEXT),
+    "imdb": TaskSpec(title="IMDB", unit="labelled reviews", **_TEXT),
+    "text_classification": TaskSpec(title="Text classification", unit="labelled examples", **_TEXT),
     "squad_v2": TaskSpec(
         title="SQuAD 2.0", unit="labelled questions",
         metrics=[("exact", "EM"), ("f1", "F1"), ("HasAns_exact", "HasAns EM"), ("HasAns_f1", "HasAns F1"),
@@ -42,8 +42,15 @@ TASKS = {
         plots=["f1", "HasAns_span_f1"], scale=1.0, default_num_labeled=[64, 256, 1024],
         default_methods=["supervised", "uda"]),
 }
-METHODS = ["finetune", "supervised", "uda", "uda_tfidf", "uda_bt", "ceiling", "setfit"]  # also the table's order within one N
-ID_SOURCES = ["supervised", "finetune", "uda", "uda_tfidf", "uda_bt"]  # runs whose labelled ids setfit reuses, preferred first
+FAMILY = ["fixmatch", "flexmatch", "freematch", "softmatch", "adamatch"]  # --uda.method, each with its own defaults
+METHODS = ["finetune", "supervised", "uda", "uda_tfidf", "uda_bt", *FAMILY, "ceiling", "setfit"]  # also the table's order
+# within one N
+ID_SOURCES = ["supervised", "finetune", "uda", "uda_tfidf", "uda_bt", *FAMILY]  # runs whose labelled ids setfit reuses,
+# preferred first
+# UDA's own consistency options, which a recipe may set: a method of the FixMatch family runs with its own
+# defaults instead (each run's config.yaml records them; a variant may set the family's options)
+_UDA_OWN = {"uda.temperature": "none", "uda.confidence": "none", "uda.target": "none",
+            "uda.distribution_alignment": "false", "uda.alignment_bank": "none", "uda.alignment_target": "labeled"}
 SETFIT_QUICK = ["--num_iterations", "2"]  # --quick: a smoke test of the baseline too
 SWEEP_KEYS = ("seed", "output_dir", "data.num_labeled")  # set by the sweep for each run
 
@@ -65,6 +72,8 @@ def method_overrides(method: str, bt_file: Optional[str], plain: Optional[dict] 
         return {"augment.method": "tf_idf"}
     if method == "uda_bt":
         return {"augment.method": "precomputed", "augment.file": str(bt_file)}
+    if method in FAMILY:
+        return {**_UDA_OWN, "uda.method": method}
     if method == "ceiling":
         return {"uda.lambda_u": "0", "uda.tsa": "none", "data.num_labeled": "0", **(plain or {})}
     raise ValueError(f"unknown method '{method}'")

@@ -28,7 +28,8 @@ and evaluation alike. There is no model selection: the model after the fixed sch
 once on dev (reported) and once on test.
 
 Writes ``<out>/results.json`` in the shape of the trainer's (``task``, ``test``, ``dev_best``,
-``selected_model``, ``train_seconds``, ``total_seconds``, ``data.counts``), so ``uda-compare`` lists
+``selected_model``, ``train_seconds``, ``total_seconds``, ``data.counts``, ``labels``, ``environment``:
+the device it ran on), so ``uda-compare`` lists
 it as one more method, plus the ids it trained on, the timings of each evaluation and the SetFit
 settings; copies of the two id files go beside it. Bad input (a missing id file, an id not in the
 data, a config without a data path) is an error naming the file and the id, exit status 2.
@@ -176,6 +177,8 @@ def run(args: argparse.Namespace) -> dict:
     missing = setfit_missing()
     if missing:
         raise BaselineError(f"the SetFit baseline needs the {missing} package, which is not installed: {INSTALL_HINT}")
+    from uda.devices import environment
+
     inputs = load_inputs(args)
     model_path = _model_path(inputs["model"])
     model, train_seconds, steps = train_setfit(model_path, inputs, args)
@@ -197,6 +200,8 @@ def run(args: argparse.Namespace) -> dict:
         "test_examples_per_sec": round(len(inputs["test"]) / max(test_seconds, 1e-9), 1),
         "total_seconds": round(time.time() - t_start, 1),
         "cpu_seconds": round(time.process_time() - cpu_start, 1),  # all threads; as the trainer's results.json
+        "labels": {"train": len(inputs["train"]), "dev_for_selection": 0},  # dev chooses nothing here
+        "environment": environment(model.device),  # the device SetFit trained and predicted on
         "seed": inputs["seed"],
         "setfit": _settings(args, inputs, model_path, steps),
         "source_run": str(args.run_dir) if args.run_dir else None,

@@ -89,8 +89,12 @@ def collect(out: Path, task: str) -> list[dict]:
         if run_task is None or run_task.metrics != spec.metrics:
             print(f"note: {res.parent.name} is a {r.get('task')} run, not {task}: left out", file=sys.stderr)
             continue
+        head = spec.plots[0]
         rows.append({"run": res.parent.name, "method": method, "num_labeled": n_val, "seed": seed_val,
                      **{m: r["test"].get(m) for m, _ in spec.metrics}, "num_train": _num_train(r),
+                     f"dev_{head}": (r.get("dev_best") or {}).get(head),  # what chose the step
+                     f"last_{head}": (r.get("test_last_step") or {}).get(head),  # what needs no dev set
+                     "dev_labels": (r.get("labels") or {}).get("dev_for_selection"),
                      "selected_step": r["selected_model"]["step"], "total_seconds": r.get("total_seconds"),
                      "cpu_seconds": r.get("cpu_seconds"), "answer_nothing": _answer_nothing(r["test"]),
                      "device": _device(r), "resumed": bool(r.get("resumed_at_steps"))})
@@ -110,11 +114,13 @@ def summarize(rows: list[dict], task: str) -> list[dict]:
         entry: dict = {"method": method, "num_labeled": n, "seeds": len(rs), "seed_list": sorted(r["seed"] for r in rs)}
         trains = [r["num_train"] for r in rs if r["num_train"] is not None]
         entry["num_train"] = round(sum(trains) / len(trains)) if trains else None
+        devs = [r["dev_labels"] for r in rs if r.get("dev_labels") is not None]
+        entry["dev_labels"] = round(sum(devs) / len(devs)) if devs else None  # 0: no dev set chose the step
         nothing = [r["answer_nothing"] for r in rs if r.get("answer_nothing") is not None]
         if nothing:
             entry["answer_nothing"] = sum(nothing) / len(nothing)
-        for m, _ in spec.metrics:
-            vals = [float(r[m]) * spec.scale for r in rs if r[m] is not None]
+        for m in _table_keys(task)[:-2]:
+            vals = [float(r[m]) * spec.scale for r in rs if r.get(m) is not None]
             if vals:
                 entry[f"{m}_mean"], entry[f"{m}_std"] = mean_std(vals)
         entry["devices"] = dict(sorted(Counter(r.get("device") or "-" for r in rs).items()))
@@ -164,10 +170,13 @@ def write_summary(out: Path, rows: list[dict], table: list[dict], task: str,
             f"{', '.join(f'{v:.2f}' for v in nothing)}." if nothing else "")
     (out / "summary.md").write_text(
         f"{spec.title}: test metrics in % (mean ± sample std over seeds, the value alone for a single seed; "
-        "model selected on dev). Time: wall seconds of runs that were not resumed, shown only where all "
-        "of a row's runs ran on one kind of device (\"ran on\"). "
+        "model selected on dev; \"labels\": the labelled examples a run used, to train + on dev to choose its step "
+        "(0 where no dev set chose it); \"dev\": the selected step's dev score; \"last step\": the test score of the "
+        "last step's weights, which needs no dev set). Time: wall seconds of runs that were not resumed, shown "
+        "only where all of a row's runs ran on one kind of device (\"ran on\"). "
         f"Runs and raw values: summary.json, summary.csv and each run's results.json.{note}\n\n"
-        + mean_table(table, task) + per_seed_tables(rows, table, task) + run_table(rows, task),
+        + mean_table(table, task) + dev_winners(rows, table, task) + per_seed_tables(rows, table, task)
+        + run_table(rows, task),
         encoding="utf-8")
     written = [out / "summary.json", out / "summary.csv", out / "summary.md"]
     if not plots.have_matplotlib():
@@ -176,7 +185,7 @@ def write_summary(out: Path, rows: list[dict], table: list[dict], task: str,
         return written
     for metric in spec.plots:
         path = out / f"{metric}_vs_num_labeled.png"
-        plots.plot_metric(path, table + (others or []), task, metric)
+        plots.plot_metric(path, table + (others or []), task, metric, rows)
         written.append(path)
     path = out / "training_curves.png"
     plots.plot_training_curves(path, out, rows)
@@ -185,14 +194,17 @@ def write_summary(out: Path, rows: list[dict], table: list[dict], task: str,
 
 
 def _table_keys(task: str) -> list[str]:
-    """The values of a table row that get a mean and a std: the task's metrics, then the seconds."""
-    return [m for m, _ in TASKS[task].metrics] + ["total_seconds", "cpu_seconds"]
+    """The values of a table row that get a mean and a std: the task's test metrics, the headline metric on
+    dev (at the selected step) and on test at the last step, then the seconds."""
+    head = TASKS[task].plots[0]
+    return [m for m, _ in TASKS[task].metrics] + [f"dev_{head}", f"last_{head}", "total_seconds", "cpu_seconds"]
 
 
 def _write_csv(path: Path, table: list[dict], task: str) -> None:
     """summary.csv: a line per (method, N) with every mean and std and where its runs ran."""
     keys = _table_keys(task)
-    cols = ["method", "num_labeled", "seeds", "num_train"] + [f"{m}_{s}" for m in keys for s in ("mean", "std")]
+    cols = ["method", "num_labeled", "seeds", "num_train", "dev_labels"]
+    cols += [f"{m}_{s}" for m in keys for s in ("mean", "std")]
     cols.append("ran_on")
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=cols)
@@ -202,11 +214,14 @@ def _write_csv(path: Path, table: list[dict], task: str) -> None:
 
 
 def mean_table(table: list[dict], task: str) -> str:
-    """summary.md's main table: a row per (method, N), each metric and time as mean ± std over seeds (the
-    value alone for one seed), and where its runs ran."""
+    """summary.md's main table: a row per (method, N), its labelled examples (train + dev), each metric and
+    time as mean ± std over seeds (the value alone for one seed), and where its runs ran."""
     keys = _table_keys(task)
-    heads = [h for _, h in TASKS[task].metrics] + ["time (s)", "CPU (s)", "ran on"]
-    lines = ["| N | method | seeds | " + " | ".join(heads) + " |", "|---" * (3 + len(heads)) + "|"]
+    label = dict(TASKS[task].metrics)[TASKS[task].plots[0]]
+    heads = [h for _, h in TASKS[task].metrics] + [f"dev {label}", f"{label}, last step", "time (s)", "CPU (s)",
+                                                   "ran on"]
+    lines = ["| N | method | seeds | labels (train + dev) | " + " | ".join(heads) + " |",
+             "|---" * (4 + len(heads)) + "|"]
     for t in table:
         cells = []
         for m in keys:
@@ -218,8 +233,45 @@ def mean_table(table: list[dict], task: str) -> str:
             else:
                 cells.append(f"{t[f'{m}_mean']:.{digits}f} ± {t[f'{m}_std']:.{digits}f}")
         cells.append(_ran_on(t))
-        lines.append(f"| {_n_cell(t)} | {t['method']} | {t['seeds']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {_n_cell(t)} | {t['method']} | {t['seeds']} | {_labels_cell(t)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _labels_cell(t: dict) -> str:
+    """A row's labelled budget: "20 + 500" (training examples + dev examples that chose the step); "-" where
+    a count is not known (results.json of an older version)."""
+    train, dev = t.get("num_train"), t.get("dev_labels")
+    return "-" if train is None else f"{train} + {'-' if dev is None else dev}"
+
+
+def dev_winners(rows: list[dict], table: list[dict], task: str) -> str:
+    """summary.md's lines under the mean table, one per N: the method with the highest mean dev score of the
+    headline metric (the one a dev set alone would pick) and, where supervised ran at that N too, how far it
+    is ahead of supervised on test: the mean difference in points over the seeds both ran, and on how many
+    of them it was ahead."""
+    spec = TASKS[task]
+    head = spec.plots[0]
+    label = dict(spec.metrics)[head]
+    value = {(r["method"], r["num_labeled"], r["seed"]): r.get(head) for r in rows}
+    lines = []
+    for n in sorted({t["num_labeled"] for t in table}, key=_n_key):
+        scored = [t for t in table if t["num_labeled"] == n and f"dev_{head}_mean" in t]
+        if not scored:
+            continue
+        best = max(scored, key=lambda t: t[f"dev_{head}_mean"])  # a tie: the first in the table's order
+        text = f"- N = {_n_cell(best)}: {best['method']} has the best dev {label} ({best[f'dev_{head}_mean']:.1f})"
+        pairs = [(value.get((best["method"], n, s)), value.get(("supervised", n, s))) for s in best["seed_list"]]
+        diffs = [(float(a) - float(b)) * spec.scale for a, b in pairs if a is not None and b is not None]
+        if best["method"] != "supervised" and diffs:
+            d, k = sum(diffs) / len(diffs), len(diffs)
+            side = "level with" if round(d, 1) == 0 else f"{abs(d):.1f} points {'ahead of' if d > 0 else 'behind'}"
+            text += (f"; on test it is {side} supervised (mean over the {k} seed{'s' if k > 1 else ''} both ran), "
+                     f"ahead on {sum(x > 0 for x in diffs)} of {k}")
+        lines.append(text + ".")
+    if not lines:
+        return ""
+    return (f"\nThe best method on dev at each N (highest mean dev {label}), and its test {label} against "
+            "supervised, seed by seed:\n\n" + "\n".join(lines) + "\n")
 
 
 def _n_cell(t: dict) -> Any:

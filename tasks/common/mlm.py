@@ -147,7 +147,9 @@ def stage_config(run_dir: Path, model_path: str, *, seed: int, max_length: int, 
                                    trust_remote_code=trust_remote_code),
                  train=TrainConfig(lr=lr, weight_decay=WEIGHT_DECAY, batch_size=batch_size, max_steps=steps,
                                    warmup_steps=int(WARMUP_SHARE * steps), max_grad_norm=MAX_GRAD_NORM,
-                                   mixed_precision=mixed_precision, eval_every=steps, log_every=1),
+                                   mixed_precision=mixed_precision, eval_every=steps, log_every=1,
+                                   # the run's own precision, which the run already chose for this device
+                                   allow_emulated_bf16=True),
                  uda=UDAConfig(lambda_u=0.0, tsa=None), eval=EvalConfig(test=False))
     validate(cfg)
     return cfg
@@ -232,9 +234,10 @@ def mlm_encoder(model_path: str, texts: Sequence[str], *, seed: int, max_length:
 
     ``texts`` is any sequence of strings (the unlabelled pool's view reads each batch from disk).
     ``text_hashes``: one key per text that identifies it (the pool's 16-byte ``text_hashes()``), for the
-    cache key. ``mixed_precision``: the run's own (the stage trains inside it, in the same accelerate
-    state). In a run of several processes, all of them train the stage together (``batch_size`` texts
-    each, a step) and the main one writes the cache entry."""
+    cache key. ``mixed_precision``: the run's own as the run resolved it (no, bf16 or fp16, never auto:
+    ``uda.devices.used_precision``; the stage trains inside the run, in the same accelerate state). In a
+    run of several processes, all of them train the stage together (``batch_size`` texts each, a step)
+    and the main one writes the cache entry."""
     from tqdm.auto import tqdm
 
     settings = {"model": str(Path(model_path).resolve()) if Path(model_path).exists() else model_path,

@@ -64,7 +64,7 @@ from tasks.passages.postprocess import (KS, MIX_GRID, VERIFIER_GRID, decode_ques
 from tasks.passages.retrieval import recall_at_k
 from uda.data import DataError
 from uda.evaluation import length_sorted_batches, pad_right, run_inference
-from uda.hub import resolve_model_path
+from uda.hub import load_tokenizer, resolve_model_path
 from uda.task import RunContext, SupervisedOutput, SupervisedTerm, Task, TaskData
 
 _MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "passage_mask", "context_mask")
@@ -171,7 +171,6 @@ class PassagesTask(Task):
     # ------------------------------------------------------------------ setup
     def setup(self, cfg: Any, run: RunContext) -> TaskData:
         from tqdm.auto import tqdm
-        from transformers import AutoTokenizer
 
         self.p = cfg.passages
         self.max_length = cfg.model.max_length
@@ -198,7 +197,7 @@ class PassagesTask(Task):
                     raise DataError(f"passages.single_reader '{single}' has no {need}: pass a finished --task "
                                     f"squad_v2 run folder")
             start_held_out(single / "model", split["info"]["articles"])
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, trust_remote_code=cfg.model.trust_remote_code)
+        self.tokenizer = load_tokenizer(self.model_path, cfg.model.trust_remote_code)
         self.tokenizer.padding_side = "right"
         self.rng = np.random.default_rng(cfg.seed + 1)
         self.sample_rng = np.random.default_rng([cfg.seed, 7])

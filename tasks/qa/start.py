@@ -9,8 +9,8 @@ name of an option (``--squad`` is ``--qa_start.squad``, ``--lr`` is ``--train.lr
 repeated), and dotted options and ``--config FILE`` are taken as they are. Defaults are those of
 ``configs/qa_start.yaml``. Three flags are the command's own: ``--warmup SHARE`` (default 0.06) sets
 train.warmup_steps to that share of train.max_steps (unless --train.warmup_steps is given);
-``--bf16 auto|on|off`` (default auto) sets train.mixed_precision (auto: bf16 where the device runs it
-natively, else none); ``--threads N`` sets torch's CPU threads. The training loop gives the rest: a
+``--bf16 auto|on|off`` (default auto) sets train.mixed_precision to auto (bf16 where the device runs it
+natively, else float32), bf16 or no; ``--threads N`` sets torch's CPU threads. The training loop gives the rest: a
 checkpoint every 10 minutes (--checkpoint_minutes), at every held-out evaluation and on Ctrl-C or
 SIGTERM; the same command continues an unfinished run; metrics.jsonl, TensorBoard, results.json.
 """
@@ -45,7 +45,8 @@ Short flags (each another name of the option beside it; --texts may be repeated)
 The command's own flags:
   --warmup SHARE         train.warmup_steps = SHARE x train.max_steps, unless --train.warmup_steps is given
                          (default 0.06)
-  --bf16 auto|on|off     train.mixed_precision: auto uses bf16 where the device runs it natively (default auto)
+  --bf16 auto|on|off     train.mixed_precision auto, bf16 or no: auto uses bf16 where the device runs it
+                         natively, else float32 (default auto)
   --threads N            torch CPU threads (0: torch's default)
 """
 
@@ -78,17 +79,13 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], dict, list[str]]:
 
 def own_flags(own: dict) -> tuple[str, float, int]:
     """(train.mixed_precision, the warm-up share, torch threads) of the command's own flags. ``--bf16``:
-    on -> bf16, off -> no, auto -> bf16 where the device (the GPU, or a CPU with native bfloat16
-    instructions) runs it natively, else no."""
-    import torch
-
+    on -> bf16, off -> no, auto -> auto (the run picks bf16 where the device runs it natively, else
+    float32: ``uda.devices.resolve_precision``)."""
     from uda.config import ConfigError
-    from uda.devices import cpu_has_native_bf16
 
-    if own["bf16"] not in ("auto", "on", "off"):
+    precision = {"auto": "auto", "on": "bf16", "off": "no"}.get(own["bf16"])
+    if precision is None:
         raise ConfigError(f"--bf16 must be auto, on or off, got {own['bf16']!r}")
-    native = torch.cuda.is_bf16_supported() if torch.cuda.is_available() else cpu_has_native_bf16()
-    precision = "bf16" if own["bf16"] == "on" or (own["bf16"] == "auto" and native) else "no"
     try:
         share, threads = float(own["warmup"]), int(own["threads"])
     except ValueError:

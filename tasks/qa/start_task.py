@@ -126,9 +126,7 @@ class QAStartTask(Task):
         self.added_token = False  # setup gave the tokenizer [QUESTION]: the model gets its row
 
     def setup(self, cfg: Any, run: RunContext) -> TaskData:
-        from transformers import AutoTokenizer
-
-        from uda.hub import resolve_model_path
+        from uda.hub import load_tokenizer, resolve_model_path
 
         check_start_options(cfg)
         if run.wants_unlabeled:
@@ -142,7 +140,7 @@ class QAStartTask(Task):
         train_ex = synthetic_examples(train_paras, seed=cfg.seed, **gen)
         held_ex = synthetic_examples(held_paras, seed=cfg.seed + 1, **gen)
         self.model_path = resolve_model_path(cfg.model.name_or_path)
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, trust_remote_code=cfg.model.trust_remote_code)
+        self.tokenizer = load_tokenizer(self.model_path, cfg.model.trust_remote_code)
         self.tokenizer.padding_side = "right"
         self.added_token = add_question_token(self.tokenizer)
         window = (cfg.model.max_length, s.doc_stride, s.max_question_length)

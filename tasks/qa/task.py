@@ -46,7 +46,7 @@ from tasks.qa.config import QAConfig
 from tasks.qa.data import describe_features, split_for_config
 from tasks.qa.export import write_qa_export
 from uda.config import ConfigError
-from uda.hub import resolve_model_path
+from uda.hub import load_tokenizer, resolve_model_path
 from uda.task import RunContext, SupervisedOutput, SupervisedTerm, Task, TaskData
 
 
@@ -84,7 +84,8 @@ def qa_supervised_loss(start_logits: torch.Tensor, end_logits: torch.Tensor, ans
     terms = [SupervisedTerm("span", span, gold_prob, span_num_classes, span_weight),
              SupervisedTerm("answerability", ce_answerability, gold_answerability, 2, answerability_weight)]
     return SupervisedOutput(per_example_loss=per_example, gold_prob=gold_prob, correct=correct,
-                            terms=[t for t in terms if t.weight > 0])
+                            terms=[t for t in terms if t.weight > 0],
+                            class_probs=answerability_logits.detach().float().softmax(-1))
 
 
 def prediction_records(examples: Sequence[dict], preds: Sequence[dict], threshold: float) -> list[dict]:
@@ -146,8 +147,6 @@ class QATask(Task):
 
     # ------------------------------------------------------------------ setup
     def setup(self, cfg: Any, run: RunContext) -> TaskData:
-        from transformers import AutoTokenizer
-
         self.qa = cfg.qa
         self.max_length = cfg.model.max_length
         if cfg.qa.doc_stride >= self.max_length - cfg.qa.max_question_length - 3:
@@ -159,7 +158,7 @@ class QATask(Task):
         start_held_out(self.model_path, split["info"]["articles"])
         self.trust_remote_code = cfg.model.trust_remote_code
         self.dropout = cfg.model.dropout
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, trust_remote_code=self.trust_remote_code)
+        self.tokenizer = load_tokenizer(self.model_path, self.trust_remote_code)
         self.tokenizer.padding_side = "right"
         self.rng = np.random.default_rng(cfg.seed + 1)
         has = sum(not e["is_impossible"] for e in split["train"])

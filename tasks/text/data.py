@@ -21,6 +21,7 @@ an :class:`UnlabeledPool` of (table, row) pairs whose texts are read only when a
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -74,6 +75,14 @@ _INT_RE = re.compile(r"^[+-]?\d+$")
 
 
 # ----------------------------------------------------------------------------- small helpers
+
+def _say(kind: str, message: str) -> None:
+    """A ``warning:`` or ``note:`` line about the data, from the main process only (each loads the data)."""
+    if os.environ.get("RANK", "0") == "0":
+        from tqdm.auto import tqdm
+
+        tqdm.write(f"{kind}: {message}")
+
 
 def _strip_split_prefix(example_id: str) -> str:
     return _SPLIT_PREFIX.sub("", example_id, count=1)
@@ -139,6 +148,9 @@ def _row_schema() -> Any:
 
 def _arrow_row(row: dict, where: str, i: int) -> dict:
     t = row["text"]
+    if t is not None and not isinstance(t, str):  # local files are checked by iter_table, with the row's id
+        raise DataError(f"data '{where}', row {i + 1}: the text is a {type(t).__name__} ({str(t)[:60]!r}), not a "
+                        f"string; give a text column of strings (--data.text_column)")
     try:
         h = text_hash(t) if t is not None else bytes(16)
     except UnicodeEncodeError:  # a lone surrogate from a JSON escape: Arrow cannot store it either
@@ -179,7 +191,8 @@ def _file_source(path: Path, cfg: TextDataConfig, require_label: bool) -> _Sourc
     columns = (cfg.text_column, cfg.label_column, cfg.id_column)
     rows = lambda: (_arrow_row(r, str(path), i) for i, r in  # noqa: E731
                     enumerate(iter_table(path, *columns, require_label=require_label)))
-    key = {**file_key(path), "columns": columns, "require_label": require_label}
+    # checks 2: a text that is not a string is an error (tables of the reader before it hold str() of it)
+    key = {**file_key(path), "columns": columns, "require_label": require_label, "checks": 2}
     return _Source(str(path), cached_table("text", key, rows, _row_schema()))
 
 
@@ -582,6 +595,38 @@ def _require_every_class(pool: _Source, labels: Sequence[int], lm: _LabelMap) ->
                     f"from {lm.mode}: {lm.names}); add examples, or set --data.label_names to the classes it has")
 
 
+def _look_alike(name: str, names: Sequence[str]) -> list[str]:
+    """The other class names that ``name`` could be a typo of: equal but for case, or close (difflib)."""
+    others = [n for n in names if n != name]
+    same_case = [n for n in others if n.casefold() == name.casefold()]
+    close = difflib.get_close_matches(name, others, n=3, cutoff=0.75)
+    return same_case + [n for n in close if n not in same_case]
+
+
+def _require_two_per_class(pool: _Source, labels: Sequence[int], lm: _LabelMap) -> None:
+    """Every class needs at least 2 labelled examples in the training pool: a class with one is nothing
+    to learn, and is most often a label typo ('negg' or 'Pos' among 'neg' and 'pos'), which the message
+    points out. Class names that differ only in case, each with examples enough, get a warning."""
+    y = np.array(labels, dtype=np.int64)
+    counts = np.bincount(y[y >= 0], minlength=len(lm.names))
+    rare = [c for c in range(len(lm.names)) if counts[c] < 2]
+    if not rare:
+        for a, b in ((a, b) for i, a in enumerate(lm.names) for b in lm.names[i + 1:] if a.casefold() == b.casefold()):
+            _say("warning", f"the training pool '{pool.name}' has the classes '{a}' and '{b}', whose names differ "
+                            f"only in case; they are trained as two classes. If they are one, write the labels alike")
+        return
+    parts = []
+    for c in rare:
+        first = int(np.flatnonzero(y == c)[0])
+        parts.append(f"'{lm.names[c]}' ({counts[c]} example: row {first + 1}, id '{pool.rows[first]['id']}')")
+    alike = [f"'{lm.names[c]}' ~ " + " or ".join(f"'{n}'" for n in _look_alike(lm.names[c], lm.names))
+             for c in rare if _look_alike(lm.names[c], lm.names)]
+    hint = f"; near-duplicate class names, a typo in the labels? {', '.join(alike)}" if alike else ""
+    raise DataError(f"the training pool '{pool.name}' has fewer than 2 labelled examples of the class(es) "
+                    f"{', '.join(parts)} (label set from {lm.mode}: {lm.names}){hint}. A class needs at least 2 "
+                    f"labelled examples: fix the labels, or remove those rows")
+
+
 # ----------------------------------------------------------------------------- selection
 
 def _by_class(indices: Sequence[int], labels: Sequence[int], k: int) -> list[list[int]]:
@@ -751,6 +796,7 @@ def _label_pool(cfg: TextDataConfig, src: dict) -> _Pool:
     from_cfg = bool(cfg.label_names)
     labels = _map_labels(pool, lm, "train", from_cfg)
     _require_every_class(pool, labels, lm)
+    _require_two_per_class(pool, labels, lm)
     return _Pool(pool, lm, labels, from_cfg)
 
 
@@ -869,11 +915,12 @@ def _test_rows(cfg: TextDataConfig, test: Optional[_Source], pool: _Pool, seed: 
 
 def _unlabeled_keep(source: _Source, rows: np.ndarray, min_chars: Optional[int], exclude: dict,
                     skipped: dict) -> np.ndarray:
-    """Which of ``rows`` of ``source`` join the unlabelled pool: not blank, at least ``min_chars`` long
-    (None: any length), and not a text of ``exclude`` (reason -> sorted text hashes). A row skipped is
-    counted in ``skipped`` under its first reason, in that order."""
+    """Which of ``rows`` of ``source`` join the unlabelled pool: not blank (empty, or missing), at least
+    ``min_chars`` long (None: any length), and not a text of ``exclude`` (reason -> sorted text hashes). A
+    row skipped is counted in ``skipped`` under its first reason, in that order ("empty" first)."""
     blank, chars, hashes = source.checks
     keep = ~blank[rows]
+    skipped["empty"] += int((~keep).sum())
     if min_chars is not None:
         short = keep & (chars[rows] < min_chars)
         skipped["short"] += int(short.sum())
@@ -896,7 +943,7 @@ def _unlabeled_pool(cfg: TextDataConfig, src: dict, pool: _Pool, split: _Split,
     test_hashes = np.sort(src["test"].checks[2]) if src["test"] is not None else np.empty(0, dtype="S16")
     dev_hashes = np.sort(np.array([text_hash(t) for t in {r["text"] for r in split.dev_rows}], dtype="S16"))
     exclude = {"dev": dev_hashes, "test": test_hashes}
-    skipped = {"short": 0, "dev": 0, "test": 0}
+    skipped = {"empty": 0, "short": 0, "dev": 0, "test": 0}
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (source, row, hidden label) of each part
 
     def add(source: _Source, rows: np.ndarray, min_chars: Optional[int], hidden: Optional[np.ndarray] = None) -> int:
@@ -924,15 +971,15 @@ def _unlabeled_pool(cfg: TextDataConfig, src: dict, pool: _Pool, split: _Split,
     unl = UnlabeledPool([s.table for s in sources], source, row, hidden, [s.pages for s in sources])
     counts = {"unlabeled": len(unl), "unlabeled_before_cap": before_cap, "unlabeled_from_file": from_file,
               "unlabeled_from_train_unlabeled_rows": from_train_unlabeled, "unlabeled_from_train_pool": from_train,
-              "unlabeled_skipped_short": skipped["short"], "unlabeled_skipped_dev_text": skipped["dev"],
-              "unlabeled_skipped_test_text": skipped["test"]}
+              "unlabeled_skipped_empty": skipped["empty"], "unlabeled_skipped_short": skipped["short"],
+              "unlabeled_skipped_dev_text": skipped["dev"], "unlabeled_skipped_test_text": skipped["test"]}
     return unl, counts
 
 
 def _data_info(cfg: TextDataConfig, seed: int, src: dict, path: Optional[str], pool: _Pool, split: _Split,
-               splits: dict, test_total: int, unlabeled_counts: dict) -> dict:
+               splits: dict, test_total: int, more_counts: dict) -> dict:
     """What data_info.json records: sources, class names, how the split was made and the counts
-    (``splits``: "train", "dev" and "test" examples)."""
+    (``splits``: "train", "dev" and "test" examples; ``more_counts``: the unlabelled pool's and others)."""
     names = pool.lm.names
 
     def per_class(rows: list[dict]) -> dict:
@@ -964,9 +1011,61 @@ def _data_info(cfg: TextDataConfig, seed: int, src: dict, path: Optional[str], p
             "test": len(splits["test"]),
             "test_total": test_total,
             "test_per_class": per_class(splits["test"]),
-            **unlabeled_counts,
+            **more_counts,
         },
     }
+
+
+# ----------------------------------------------------------------------------- what a run is told
+
+def _warn_no_test(cfg: TextDataConfig, src: dict, path: Optional[str]) -> None:
+    """Without a test file the run goes on, with no test scores: a warning says where one is looked for."""
+    if src["test"] is not None:
+        return
+    if src["kind"].startswith("hub:"):
+        why = f"hub dataset '{cfg.hub_id}' has no 'test' split"
+    elif src["kind"] == "single file":
+        why = f"--data.path '{path}' is a single file, read as the training pool"
+    else:
+        why = f"--data.train_file '{cfg.train_file}' is given without --data.path or --data.test_file"
+    _say("warning", f"no test set was found ({why}): the run goes on, and its results have no test scores. To "
+                    f"evaluate on a test set, pass --data.test_file FILE, or give --data.path a folder holding the "
+                    f"train file and a test file (test.jsonl, test.csv, test.tsv, test.json or test.parquet, "
+                    f"optionally gzipped)")
+
+
+def _labelled_in_test(src: dict, pool: _Pool, splits: dict) -> int:
+    """How many labelled examples of the training pool have a text that is also in the test file (all of
+    it, not only a data.max_test subset); a warning gives the count, and how many were trained on."""
+    if src["test"] is None:
+        return 0
+    ref = np.sort(src["test"].checks[2])
+    labelled = np.flatnonzero(np.array(pool.labels, dtype=np.int64) >= 0)
+    n = int(is_in_sorted(pool.source.checks[2][labelled], ref).sum())
+    if n:
+        def in_test(rows: list[dict]) -> int:
+            hashes = np.array([text_hash(r["text"]) for r in rows], dtype="S16")
+            return int(is_in_sorted(hashes, ref).sum()) if len(rows) else 0
+
+        _say("warning", f"{n} of the {len(labelled)} labelled examples of the training pool '{pool.source.name}' "
+                        f"have a text that is also in the test set '{src['test'].name}' ({in_test(splits['train'])} "
+                        f"of the {len(splits['train'])} trained on, {in_test(splits['dev'])} of the "
+                        f"{len(splits['dev'])} dev examples): test scores count them as unseen texts. Remove them "
+                        f"from one of the files if the test set must be held out")
+    return n
+
+
+def _note_unlabelled_rows(cfg: TextDataConfig, pool: _Pool, counts: dict) -> None:
+    """Training-pool rows without a label (null, empty, NaN or -1) are unlabelled texts: they join the
+    unlabelled pool (always, whatever data.unlabeled_from_train says), with the unlabelled file's checks.
+    One line says how many there are and how many joined."""
+    n = counts["train_pool_unlabeled_rows"]
+    if n:
+        joined = counts["unlabeled_from_train_unlabeled_rows"]
+        _say("note", f"{n} rows of the training pool '{pool.source.name}' have no label (null, empty or -1): they "
+                     f"are read as unlabelled texts and join the unlabelled pool ({joined} did; {n - joined} were "
+                     f"skipped: empty, shorter than --data.min_unlabeled_chars {cfg.min_unlabeled_chars}, or also a "
+                     f"dev or test text)")
 
 
 # ----------------------------------------------------------------------------- main entry
@@ -976,13 +1075,17 @@ def load_text_classification(cfg: TextDataConfig, seed: int) -> TextClassificati
     t0 = time.perf_counter()
     path = resolve_data_path(cfg)
     src = _read_sources(cfg, path)
+    _warn_no_test(cfg, src, path)
     pool = _label_pool(cfg, src)
     split = _split_pool(cfg, src, pool, seed, path)
     train = pool.examples(split.train_idx)
     test, test_total = _test_rows(cfg, src["test"], pool, seed)
     unlabeled, unlabeled_counts = _unlabeled_pool(cfg, src, pool, split, seed)
-    info = _data_info(cfg, seed, src, path, pool, split, {"train": train, "dev": split.dev_rows, "test": test},
-                      test_total, unlabeled_counts)
+    splits = {"train": train, "dev": split.dev_rows, "test": test}
+    counts = {**unlabeled_counts, "train_pool_unlabeled_rows": sum(1 for y in pool.labels if y < 0),
+              "train_pool_labeled_in_test": _labelled_in_test(src, pool, splits)}
+    _note_unlabelled_rows(cfg, pool, counts)
+    info = _data_info(cfg, seed, src, path, pool, split, splits, test_total, counts)
     info["load_seconds"] = round(time.perf_counter() - t0, 3)
     return TextClassificationData(label_names=pool.lm.names, train=train, dev=split.dev_rows, test=test,
                                   unlabeled=unlabeled, info=info)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence as SequenceABC
@@ -18,7 +19,7 @@ from tasks.text.data import UnlabeledPool, load_text_classification, require_cop
 from tasks.text.descriptions import resolve_label_descriptions
 from uda.data import DataError, resolve_data_path
 from uda.evaluation import length_sorted_batches, pad_right, run_inference
-from uda.hub import resolve_model_path
+from uda.hub import load_tokenizer, resolve_model_path
 
 _BR_PATTERN = r"<br\s*/?>"
 _BR = re.compile(_BR_PATTERN, re.IGNORECASE)
@@ -139,6 +140,7 @@ class TextClassificationTask(Task):
         self.augmenter = None
         self.rng = np.random.default_rng(0)
         self.max_length = 128
+        self._eval_ids: dict[str, list[list[int]]] = {}  # token ids of the evaluation sets seen last
         self.model_path = ""
         self.train_rows: list = []
         self.unlabeled: Optional[UnlabeledPool] = None  # the pool the MLM stage reads (even when supervised only)
@@ -146,15 +148,11 @@ class TextClassificationTask(Task):
 
     # ------------------------------------------------------------------ setup
     def setup(self, cfg: Any, run: RunContext) -> TaskData:
-        from transformers import AutoTokenizer
-
         data = load_text_classification(cfg.data, cfg.seed)
         self.label_names = list(data.label_names)
         self.max_length = cfg.model.max_length
         self.model_path = resolve_model_path(cfg.model.name_or_path)
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            self.model_path, trust_remote_code=cfg.model.trust_remote_code
-        )
+        self.tokenizer = load_tokenizer(self.model_path, cfg.model.trust_remote_code)
         self.tokenizer.truncation_side = cfg.model.truncation_side
         self.rng = np.random.default_rng(cfg.seed + 1)
         self.train_rows = list(data.train)
@@ -226,6 +224,7 @@ class TextClassificationTask(Task):
         """The MLM stage (a run of the training loop inside this one's setup, in its mixed precision) on
         ``model.mlm_max_texts`` texts of the unlabelled pool, drawn with the seed."""
         from tasks.common.mlm import mlm_encoder
+        from uda.devices import used_precision
 
         pool, m = self.unlabeled, cfg.model
         if pool is None or len(pool) == 0:
@@ -237,12 +236,24 @@ class TextClassificationTask(Task):
         return mlm_encoder(path, PoolTexts(pool, positions), text_hashes=pool.text_hashes()[positions],
                            seed=cfg.seed, max_length=m.max_length, truncation_side=m.truncation_side,
                            steps=m.mlm_steps, batch_size=m.mlm_batch_size, lr=m.mlm_lr,
-                           probability=m.mlm_probability, mixed_precision=cfg.train.mixed_precision,
+                           probability=m.mlm_probability, mixed_precision=used_precision(cfg),
                            trust_remote_code=m.trust_remote_code)
 
     # ------------------------------------------------------------------ batches
     def _token_ids(self, texts: Sequence[str]) -> list[list[int]]:
         return window_token_ids(self.tokenizer, [clean_text(t) for t in texts], self.max_length)
+
+    def _eval_token_ids(self, examples: Sequence[Any]) -> list[list[int]]:
+        """Token ids of an evaluation set, kept for its next evaluation (dev is evaluated every
+        train.eval_every steps, test twice with eval.test_last_step); the last two sets are kept."""
+        h = hashlib.sha1(str(self.max_length).encode())
+        for e in examples:
+            h.update(f"{e.get('id')}\t{e['text']}\n".encode("utf-8", "surrogatepass"))
+        key = h.hexdigest()
+        if key not in self._eval_ids:
+            self._eval_ids = {k: v for k, v in list(self._eval_ids.items())[-1:]}
+            self._eval_ids[key] = self._token_ids([e["text"] for e in examples])
+        return self._eval_ids[key]
 
     def _encode(self, texts: Sequence[str]) -> dict:
         return pad_right(self._token_ids(texts), self.tokenizer.pad_token_id)
@@ -265,7 +276,8 @@ class TextClassificationTask(Task):
         probs = logits.softmax(-1)
         gold_prob = probs.gather(1, labels[:, None]).squeeze(1)
         correct = (logits.argmax(-1) == labels).float()
-        return SupervisedOutput(per_example_loss=per_example, gold_prob=gold_prob, correct=correct)
+        return SupervisedOutput(per_example_loss=per_example, gold_prob=gold_prob, correct=correct,
+                                class_probs=probs.detach())
 
     def consistency_logits(self, model: torch.nn.Module, batch: dict) -> list[torch.Tensor]:
         return [model(**batch).logits.float()]  # [(B, K)]; float32 whatever the compute dtype
@@ -286,7 +298,7 @@ class TextClassificationTask(Task):
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, model: torch.nn.Module, examples: Sequence[Any], accelerator: Any,
                  batch_size: int, split: str, out_dir: Any = None) -> dict[str, float]:
-        encoded = self._token_ids([e["text"] for e in examples])
+        encoded = self._eval_token_ids(examples)
         batches = length_sorted_batches([len(ids) for ids in encoded], batch_size)
 
         def collate(indices: list[int]) -> dict:
