@@ -144,7 +144,7 @@ def eval_rates(model, tok, texts, labels, batch, max_length, precision, rounds) 
     - library: ``task.evaluate`` of the text-classification task (tokenise, length-sorted batches,
       dynamic padding, sharded inference loop, metrics) through accelerate;
     - bare: a no-grad loop over the same length-sorted batches, tokenised and padded beforehand;
-    these two timed in turn ``rounds`` times; ratio = median of the per-round ratios;
+    these two timed in turn ``rounds`` times; ratio = bare / library of the median timings;
     - once: bare vs the same no-grad loop over batches in input order padded to max length (what
       length sorting and dynamic padding save), the fastest of 3 timings of each taken in turn."""
     from accelerate import Accelerator
@@ -224,6 +224,53 @@ def _cpu_name() -> str:
     return ""
 
 
+def _paired(bare: list[float], library: list[float], rounds: int) -> float:
+    """The median over rounds of bare / library time, each round's times split evenly (training: a round's
+    steps, by their median; evaluation: one timing each)."""
+    k = len(library) // rounds
+    return statistics.median(statistics.median(bare[i * k:(i + 1) * k]) / statistics.median(library[i * k:(i + 1) * k])
+                             for i in range(rounds))
+
+
+def write_report(results: dict, out: Path) -> None:
+    """results.md (and the console) from results.json's numbers."""
+    st = results["settings"]
+    m = results["machine"]
+    md = [f"{m['cpu'] or m['device']}, {m['cpu_threads']} torch threads, native bf16: {m['cpu_native_bf16']}, "
+          f"precision {st['precision']}.", "",
+          f"Library and bare loop in turn (order alternating, after {st.get('warmup_rounds', 0)} warm-up round(s) not "
+          f"counted), {st['rounds']} rounds of {st['steps']} training steps and {st['eval_rounds']} evaluation timings "
+          "each. Ratio: bare time / library time of the medians pooled over the rounds; beside it the median over "
+          "the rounds of each round's own ratio (a round's pair meets the machine in the same minute), and the "
+          "ratios of the lower quartiles (training) or fastest timings (evaluation) and of the CPU times (every "
+          "step and timing in results.json).", "",
+          "| measurement | library (ex/s, median) | bare PyTorch (ex/s, median) | ratio | median of the rounds' ratios | "
+          "lower-quartile (training) / fastest (evaluation) ratio | CPU-time ratio (medians) |",
+          "|---|---|---|---|---|---|---|"]
+    for key, name in (("uda_step", "UDA training step"), ("supervised_step", "supervised-only step")):
+        r = results[key]
+        md.append(f"| {name} | {r['library_examples_per_sec']:.2f} | {r['bare_examples_per_sec']:.2f} | "
+                  f"{r['ratio']:.3f} | {_paired(r['bare_step_seconds'], r['library_step_seconds'], st['rounds']):.3f} | "
+                  f"{r['lower_quartile_ratio']:.3f} | {r['cpu_time_ratio']:.3f} |")
+    for e in results["evaluation"]:
+        md.append(f"| evaluation, max length {e['max_length']} (mean {e['mean_tokens']:.0f} tokens): library "
+                  f"`task.evaluate` vs bare no-grad loop on the same batches | {e['library_examples_per_sec']:.1f} | "
+                  f"{e['bare_examples_per_sec']:.1f} | "
+                  f"{e['ratio']:.3f} | {_paired(e['bare_seconds'], e['library_seconds'], len(e['library_seconds'])):.3f} | "
+                  f"{e['fastest_ratio']:.3f} | "
+                  f"{e['cpu_time_ratio']:.3f} |")
+    md += ["", "| padding, bare no-grad loops | length-sorted dynamic (ex/s) | max-length, input order (ex/s) | speed-up |",
+           "|---|---|---|---|"]
+    for e in results["evaluation"]:
+        md.append(f"| max length {e['max_length']} (mean {e['mean_tokens']:.0f} tokens) | "
+                  f"{e['bare_fastest_sorted_examples_per_sec']:.1f} | {e['bare_max_length_padding_examples_per_sec']:.1f} | "
+                  f"{e['sorted_dynamic_padding_speedup']:.2f}x |")
+    if "peak_rss_mib" in results:
+        md.append(f"\npeak resident memory: {results['peak_rss_mib']:.0f} MiB")
+    (out / "results.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="minilm")
@@ -237,11 +284,16 @@ def main() -> None:
     ap.add_argument("--eval_lengths", type=int, nargs="+", default=[128, 512],
                     help="max lengths at which evaluation is measured (default: 128 512)")
     ap.add_argument("--rounds", type=int, default=5, help="library/bare training measurements taken in turn (default: 5: 50 timed steps of each)")
+    ap.add_argument("--report", metavar="RESULTS_JSON",
+                    help="measure nothing: write results.md from a results.json this script wrote (into its folder)")
     ap.add_argument("--warmup_rounds", type=int, default=1,
                     help="training rounds of each loop run first and not counted (default 1)")
     ap.add_argument("--eval_rounds", type=int, default=5, help="library/bare evaluation timings taken in turn (default: 5)")
     ap.add_argument("--out", default="results/throughput")
     args = ap.parse_args()
+    if args.report:
+        write_report(json.loads(Path(args.report).read_text()), Path(args.report).parent)
+        return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -317,35 +369,7 @@ def main() -> None:
 
         results["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     (out / "results.json").write_text(json.dumps(results, indent=2))
-    m = results["machine"]
-    md = [f"{m['cpu'] or m['device']}, {m['cpu_threads']} torch threads, native bf16: {m['cpu_native_bf16']}, "
-          f"precision {args.precision}.", "",
-          f"Library and bare loop in turn (order alternating, after {args.warmup_rounds} warm-up round(s) not counted), "
-          f"{args.rounds} rounds of {args.steps} training steps and {args.eval_rounds} "
-          "evaluation timings each; ratio: of the median step / evaluation times pooled over the rounds "
-          "(every step and timing in results.json).", "",
-          "| measurement | library (ex/s, median) | bare PyTorch (ex/s, median) | ratio | lower-quartile (training) / fastest (evaluation) ratio | CPU-time ratio (medians) |",
-          "|---|---|---|---|---|---|"]
-    for key, name in (("uda_step", "UDA training step"), ("supervised_step", "supervised-only step")):
-        r = results[key]
-        md.append(f"| {name} | {r['library_examples_per_sec']:.2f} | {r['bare_examples_per_sec']:.2f} | {r['ratio']:.3f} | "
-                  f"{r['lower_quartile_ratio']:.3f} | {r['cpu_time_ratio']:.3f} |")
-    for e in results["evaluation"]:
-        md.append(f"| evaluation, max length {e['max_length']} (mean {e['mean_tokens']:.0f} tokens): library "
-                  f"`task.evaluate` vs bare no-grad loop on the same batches | {e['library_examples_per_sec']:.1f} | "
-                  f"{e['bare_examples_per_sec']:.1f} | {e['ratio']:.3f} | "
-                  f"{e['fastest_ratio']:.3f} | "
-                  f"{e['cpu_time_ratio']:.3f} |")
-    md += ["", "| padding, bare no-grad loops | length-sorted dynamic (ex/s) | max-length, input order (ex/s) | speed-up |",
-           "|---|---|---|---|"]
-    for e in results["evaluation"]:
-        md.append(f"| max length {e['max_length']} (mean {e['mean_tokens']:.0f} tokens) | "
-                  f"{e['bare_fastest_sorted_examples_per_sec']:.1f} | {e['bare_max_length_padding_examples_per_sec']:.1f} | "
-                  f"{e['sorted_dynamic_padding_speedup']:.2f}x |")
-    if "peak_rss_mib" in results:
-        md.append(f"\npeak resident memory: {results['peak_rss_mib']:.0f} MiB")
-    (out / "results.md").write_text("\n".join(md) + "\n")
-    print("\n".join(md))
+    write_report(results, out)
 
 
 if __name__ == "__main__":

