@@ -263,3 +263,11 @@ def test_no_dev_set_means_fixed_steps_and_the_last_step(model_dir, tiny_text_dat
     assert results["selected_model"] == {"step": 12, "by": "last step (no dev split)"}
     assert results["dev_history"] == [] and results["labels"] == {"train": 20, "dev_for_selection": 0}
     assert results["test_last_step"] == {"step": 12, **results["test"]}
+
+
+def test_zero_steps_evaluates_the_start_alone(model_dir, tiny_text_data, tmp_path, one_thread):  # noqa: F811
+    results = run(tiny_config(model_dir, tiny_text_data, tmp_path / "zeroshot",
+                              **{"train.max_steps": 0, "train.warmup_steps": 0, "uda.lambda_u": 0}))
+    assert results["selected_model"]["step"] == 0 and [h["step"] for h in results["dev_history"]] == [0]
+    assert results["test"]["num_examples"] > 0 and results["test_last_step"]["step"] == 0
+    assert training_lines(tmp_path / "zeroshot") == []

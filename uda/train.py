@@ -236,6 +236,8 @@ def fit(run: Run) -> None:
                 raise run.stopped_error(done, saved)
             window_t0 += time.time() - t_pause  # evaluation and checkpoint time is not training throughput
     bar.close()
+    if cfg.train.max_steps == 0:  # the start alone, evaluated on dev and kept as the step-0 checkpoint
+        _evaluate_and_save(run, 0, last_save, t_loop)
     st.train_seconds_before += time.time() - t_loop  # now the training time of the whole run
 
 

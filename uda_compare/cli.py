@@ -15,6 +15,8 @@ for one task, on your data; one table (mean ± std over seeds), per-seed and per
 Everything after ``--`` is passed to every run as uda-train options (``uda-train --task TASK --help``
 lists them). Methods (each one a set of options laid over those):
 
+- ``zeroshot``: the config's start evaluated with no training (``--train.max_steps 0``): with
+  ``--model.head_init descriptions``, what the label descriptions alone give;
 - ``supervised``: supervised only (``--uda.lambda_u 0``), everything else as the config says (a recipe
   with a contrastive stage keeps it: this is the recipe without its consistency loss);
 - ``finetune``: plain fine-tuning: supervised only, no Training Signal Annealing and, for text tasks,

@@ -43,7 +43,7 @@ TASKS = {
         default_methods=["supervised", "uda"]),
 }
 FAMILY = ["fixmatch", "flexmatch", "freematch", "softmatch", "adamatch"]  # --uda.method, each with its own defaults
-METHODS = ["finetune", "supervised", "uda", "uda_tfidf", "uda_bt", *FAMILY, "ceiling", "setfit"]  # also the table's order
+METHODS = ["zeroshot", "finetune", "supervised", "uda", "uda_tfidf", "uda_bt", *FAMILY, "ceiling", "setfit"]  # also the table's order
 # within one N
 ID_SOURCES = ["supervised", "finetune", "uda", "uda_tfidf", "uda_bt", *FAMILY]  # runs whose labelled ids setfit reuses,
 # preferred first
@@ -62,6 +62,8 @@ def method_overrides(method: str, bt_file: Optional[str], plain: Optional[dict] 
     if variants and method in variants:
         base, own = variants[method]
         return {**method_overrides(base, bt_file, plain), **own}
+    if method == "zeroshot":  # the config's start (e.g. the label-description head) with no training
+        return {"uda.lambda_u": "0", "train.max_steps": "0", "train.warmup_steps": "0"}
     if method == "supervised":
         return {"uda.lambda_u": "0"}
     if method == "finetune":
