@@ -12,6 +12,7 @@ import sys
 from typing import Any, Optional
 
 import tasks  # noqa: F401 (registers the built-in tasks)
+from uda.io import quiet_on_closed_pipe
 
 TRAIN_USAGE = """Train a model with UDA consistency training.
 
@@ -22,6 +23,7 @@ path, or a shipped recipe such as recipes/imdb_cpu.yaml) < command-line options.
 """
 
 
+@quiet_on_closed_pipe
 def train_main(argv: Optional[list[str]] = None) -> int:
     from uda.checkpoint import CheckpointError
     from uda.config import Config, ConfigError, build_config, config_class, help_text, parse_cli
@@ -81,6 +83,7 @@ def unlabeled_pool(task: str, config_file: Optional[str] = None,
     return get_task(cfg.task).augment_pool(cfg)
 
 
+@quiet_on_closed_pipe
 def augment_main(argv: Optional[list[str]] = None) -> int:
     from pathlib import Path
 

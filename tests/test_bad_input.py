@@ -824,3 +824,17 @@ def test_bad_input_kill_during_pool_caching_leaves_nothing_behind(tmp_path, monk
     again = cached_table("pool", {"file": "x"}, lambda: iter(rows), schema)
     assert again["text"] == [r["text"] for r in rows]
     assert path.is_file() and not stale.exists()
+
+
+@pytest.mark.parametrize("script", ["train_uda.py", "uda_augment.py"])
+def test_bad_input_help_into_a_closed_pipe_exits_quietly(script, tmp_path):
+    """`uda-train --help | head -5`: the reader is gone before the help is written; no traceback."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    cmd = f"'{sys.executable}' '{REPO / 'scripts' / script}' --help | true"
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []

@@ -7,6 +7,7 @@ a file may have been torn by a killed writer.
 
 from __future__ import annotations
 
+import functools
 import glob
 import gzip
 import hashlib
@@ -15,10 +16,11 @@ import os
 import platform
 import re
 import shutil
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterator, Optional
+from typing import IO, Any, Iterator, Optional
 
 
 def cache_home() -> Path:
@@ -195,3 +197,17 @@ def staged_cache_folder(folder: str | os.PathLike, settings: dict) -> Iterator[P
             if folder.exists():
                 shutil.rmtree(folder)
             os.replace(staged, folder)
+
+
+def quiet_on_closed_pipe(main: Any) -> Any:
+    """A command's entry point that exits quietly (status 0) when the pipe its output goes to closes
+    (``uda-train --help | head -5``) instead of ending in a BrokenPipeError traceback."""
+    @functools.wraps(main)
+    def entry(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return main(*args, **kwargs)
+        except BrokenPipeError:
+            # what is left in the buffer would fail again at exit: let it go nowhere
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+    return entry

@@ -87,6 +87,7 @@ from pathlib import Path
 from typing import Optional
 
 from uda.config import ConfigError, parse_cli
+from uda.io import quiet_on_closed_pipe
 from uda_compare.methods import METHODS, TASKS
 from uda_compare.runs import SweepEnded, run_sweep
 from uda_compare.summary import collect, compared, summarize, write_summary
@@ -170,6 +171,7 @@ def parse_n(text: str) -> Optional[int]:
     return int(word)
 
 
+@quiet_on_closed_pipe
 def main(argv: Optional[list[str]] = None) -> int:
     """``uda-compare`` (argv: its options; default sys.argv[1:]); the exit status. While it runs, SIGTERM
     (``kill``, ``timeout``, a scheduler) stops the sweep as Ctrl-C does: the run under way saves a

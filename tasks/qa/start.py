@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from uda.io import quiet_on_closed_pipe
+
 ALIASES = {
     "model": "model.name_or_path", "max_length": "model.max_length", "batch_size": "train.batch_size",
     "lr": "train.lr", "head_lr": "train.head_lr", "weight_decay": "train.weight_decay", "max_steps": "train.max_steps",
@@ -133,6 +135,7 @@ def start_config(args: Sequence[str]) -> Any:
     return cfg
 
 
+@quiet_on_closed_pipe
 def main(argv: Optional[Sequence[str]] = None) -> int:
     import tasks  # noqa: F401 (registers the tasks)
     from tasks.cli import train_main
