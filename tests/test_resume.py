@@ -249,3 +249,30 @@ def test_train_script_exits_143_on_sigterm_with_the_checkpoint_named(model_dir, 
     assert proc.returncode == 128 + signal.SIGTERM, stderr[-3000:]
     step = checkpoint.latest(out / "checkpoints").step
     assert 0 < step < 5000 and f"stopped: training stopped by SIGTERM after step {step} of 5000" in stderr
+
+
+def test_the_same_command_without_output_dir_continues_after_ctrl_c(model_dir, tiny_text_data, tmp_path,  # noqa: F811
+                                                                    monkeypatch, capsys):
+    """The README's commands name no --output_dir: stopped with Ctrl-C and run again unchanged, a run continues
+    from its checkpoint in the same runs/<task>-<time> folder and ends as an uninterrupted run does; a
+    finished run's command starts a new folder."""
+    from uda.train import RunStopped
+
+    expected = run(tiny_config(model_dir, tiny_text_data, tmp_path / "straight", **_options()))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RunStopped):
+        run(tiny_config(model_dir, tiny_text_data, tmp_path, **{**_options(), "output_dir": "none"}),
+            SignalledTask(5, (signal.SIGINT,)))
+    assert "SIGINT: stopping after the step under way" in capsys.readouterr().err  # said at once
+    folders = sorted((tmp_path / "runs").iterdir())
+    assert len(folders) == 1 and checkpoint.latest(folders[0] / "checkpoints").step == 5
+    results = run(tiny_config(model_dir, tiny_text_data, tmp_path, **{**_options(), "output_dir": "none"}))
+    out = capsys.readouterr().out
+    assert f"run folder: {folders[0].relative_to(tmp_path)}" in out and "tensorboard --logdir" in out
+    assert sorted((tmp_path / "runs").iterdir()) == folders and results["resumed_at_steps"] == [5]
+    assert results["dev_history"] == expected["dev_history"] and results["test"] == expected["test"]
+    import time
+
+    time.sleep(1.1)  # the next folder's name has another second
+    run(tiny_config(model_dir, tiny_text_data, tmp_path, **{**_options(), "output_dir": "none"}))
+    assert len(list((tmp_path / "runs").iterdir())) == 2  # a finished run is not continued: a new one

@@ -43,12 +43,33 @@ RESUME_MAY_DIFFER = ("checkpoint.", "overwrite", "output_dir", "report_to", "tra
 
 
 def run_dir_for(cfg: Config) -> Path:
-    """--output_dir (default: a new runs/<task>-<time> folder), checked not to be a file."""
-    run_dir = Path(cfg.output_dir or f"runs/{cfg.task}-{time.strftime('%Y%m%d-%H%M%S')}")
+    """--output_dir, checked not to be a file. Without it: the newest runs/<task>-<time> folder whose run
+    stopped before it finished with the same options (:func:`unfinished_run_like`), so that the same
+    command continues it; else a new runs/<task>-<time> folder."""
+    default = None if cfg.output_dir else unfinished_run_like(cfg)
+    run_dir = Path(cfg.output_dir or default or f"runs/{cfg.task}-{time.strftime('%Y%m%d-%H%M%S')}")
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"--output_dir '{run_dir}' is a file, not a folder; choose a new --output_dir "
                           f"(the file is left as it is)")
     return run_dir
+
+
+def unfinished_run_like(cfg: Config, root: Path = Path("runs")) -> Optional[Path]:
+    """The newest ``root/<task>-<time>`` folder holding a run of these options that stopped before it finished
+    (a loadable checkpoint, no results.json, the same config.yaml but for RESUME_MAY_DIFFER, no live process
+    holding its lock); None when there is none, or with --overwrite or checkpoint.auto_resume off."""
+    if cfg.overwrite or not cfg.checkpoint.auto_resume or not root.is_dir():
+        return None
+    for folder in sorted(root.glob(f"{cfg.task}-*"), reverse=True):  # the names sort by their time
+        if (folder / "results.json").exists() or not (folder / "config.yaml").is_file():
+            continue
+        lock = folder / LOCK_FILE
+        pid = lock.read_text(encoding="utf-8").split()[0] if lock.is_file() else ""
+        if (pid.isdigit() and pid_alive(int(pid))) or checkpoint.latest_loadable(folder / "checkpoints") is None:
+            continue
+        if not config_changes(folder / "config.yaml", cfg):
+            return folder
+    return None
 
 
 @contextmanager
@@ -280,7 +301,10 @@ def open_run_dir(cfg: Config, rankings: Optional[dict], main: bool, held: Option
     if resume_from is not None:
         set_aside_broken(run_dir / "checkpoints", resume_from, rankings)
         changes = config_changes(run_dir / "config.yaml", cfg)
-        tqdm.write(f"resuming from {resume_from}" + (f" with changed options: {'; '.join(changes)}" if changes else ""))
+        tqdm.write(f"resuming from {resume_from}" + (f" with changed options: {'; '.join(changes)}" if changes else "")
+                   + ("" if cfg.output_dir else " (the unfinished run of the same options; --output_dir starts a "
+                      "new one elsewhere)"))
+    tqdm.write(f"run folder: {run_dir} (watch it with: tensorboard --logdir {run_dir / 'tensorboard'})")
     if resume_from is None or cfg.checkpoint.resume:  # an explicit resume may change options: record them
         save_config(cfg, run_dir / "config.yaml")
     return run_dir, resume_from

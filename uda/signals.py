@@ -4,6 +4,7 @@ every training of the library: tasks, the QA-shaped start, the MLM stage)."""
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -23,6 +24,10 @@ def stop_requests(st: Any) -> Iterator[None]:
     def request(signum: int, frame: Any) -> None:
         if signum == signal.SIGINT and st.stop_signal == signal.SIGINT:
             raise KeyboardInterrupt  # the second Ctrl-C: no waiting for the step
+        if not st.stop_signal:  # said at once: the step under way may take a while
+            sys.stderr.write(f"\n{signal.Signals(signum).name}: stopping after the step under way, with a "
+                             f"checkpoint of it (Ctrl-C again stops at once, without it)\n")
+            sys.stderr.flush()
         st.stop_signal = st.stop_signal or signum
 
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
