@@ -56,7 +56,7 @@ from augment.inputs import InputRow, ListRows, SequenceRows, open_inputs, read_i
 from augment.registry import NEEDS_CORPUS, make_augmenter, parse_method
 from uda.arrow_cache import hash_array
 from uda.data import DataError
-from uda.io import atomic_open, remove_stale_temporaries, text_hash
+from uda.io import atomic_open, pid_lock, remove_stale_temporaries, text_hash
 
 __all__ = [
     "AugmentOutcome",
@@ -877,7 +877,11 @@ def augment_file(
         run.run(None)
         report["rank_only"] = True
         return report
-    stats, written, unchanged, skips = _write_rows(run, table, blank, out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    # a second identical command into the same output would redo the whole work beside this one: refused
+    with pid_lock(out_path.with_name(out_path.name + ".lock"), f"output '{out_path}'", "choose another --output",
+                  holder="uda-augment", held="it"):
+        stats, written, unchanged, skips = _write_rows(run, table, blank, out_path)
     _finish_report(report, out_path, len(table), run.U, stats, written, unchanged, skips,
                    time.perf_counter() - t0, copies, log)
     return report

@@ -838,3 +838,30 @@ def test_bad_input_help_into_a_closed_pipe_exits_quietly(script, tmp_path):
     proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr[-2000:]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_input_two_uda_augment_runs_into_one_output(tmp_path, capsys):
+    """A second identical uda-augment into the same output while the first runs is refused before it
+    writes (it would redo the whole work beside the first); a lock left by a dead process is taken over."""
+    import os
+    import platform
+    import subprocess
+    import sys
+
+    from tasks.cli import augment_main
+
+    inp, out = tmp_path / "in.jsonl", tmp_path / "aug.jsonl.gz"
+    _write(inp, [{"id": str(i), "text": f"a fine film number {i}"} for i in range(5)])
+    lock = tmp_path / "aug.jsonl.gz.lock"
+    lock.write_text(f"{os.getpid()} {platform.node()}\n")  # a running process holds it (this one)
+    before = _snapshot(tmp_path)
+    args = ["--input", str(inp), "--method", "swap", "--cache_dir", str(tmp_path / "cache"), "--no_progress",
+            "--output", str(out)]
+    assert augment_main(args) == 2
+    err = capsys.readouterr().err
+    assert f"output '{out}' is in use by a running process ({os.getpid()}" in err and "choose another --output" in err
+    assert _snapshot(tmp_path) == before and not out.exists()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    lock.write_text(f"{dead.stdout.strip()} {platform.node()}\n")
+    assert augment_main(args) == 0 and out.is_file() and not lock.exists()
+    assert "was locked by process" in "".join(capsys.readouterr())

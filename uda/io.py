@@ -122,6 +122,43 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+@contextmanager
+def pid_lock(path: Path, what: str, other: str, holder: str = "run", held: str = "the folder") -> Iterator[None]:
+    """Hold ``path`` as a lock file (this process's PID and host) while the block runs, so that a second
+    process doing the same work is refused. The messages name what is held (``what``: "output folder
+    'runs/x'"; ``held``: "the folder"), who holds it (``holder``: "run") and what else the user can do
+    (``other``: "choose another --output_dir"). A lock left by a
+    process that no longer runs on this host (killed with SIGKILL, a crashed machine) is taken over with
+    a warning; one held on another host is refused (a shared filesystem)."""
+    from tqdm.auto import tqdm
+
+    from uda.errors import ConfigError
+
+    me = f"{os.getpid()} {platform.node()}"
+    while True:
+        try:
+            with open(path, "x", encoding="utf-8") as f:
+                f.write(me + "\n")
+            break
+        except FileExistsError:
+            pid, _, host = path.read_text(encoding="utf-8").strip().partition(" ")
+            if host != platform.node() and pid.isdigit():
+                raise ConfigError(f"{what} is in use by process {pid} on host '{host}' (lock file '{path}'); wait "
+                                  f"for that {holder} to end or {other}. If no {holder} is using {held}, delete the "
+                                  f"lock file") from None
+            if pid.isdigit() and pid_alive(int(pid)):
+                raise ConfigError(f"{what} is in use by a running process ({pid}, lock file '{path}'); wait for "
+                                  f"that {holder} to end, or {other}") from None
+            tqdm.write(f"warning: {what} was locked by process {pid or '?'}, which is no longer running; taking "
+                       f"its lock over")
+            path.unlink(missing_ok=True)
+    try:
+        yield
+    finally:
+        if path.is_file() and path.read_text(encoding="utf-8").strip() == me:
+            path.unlink()
+
+
 def remove_stale_temporaries(folder: Path, name: Optional[str] = None) -> None:
     """Delete the temporary files that :func:`atomic_open` left in ``folder`` (for the file ``name`` only,
     when given) in processes of this host that no longer run (killed before they could clean up); those

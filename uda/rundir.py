@@ -26,7 +26,7 @@ import yaml
 from uda import checkpoint
 from uda.config import Config, ConfigError, save_config
 from uda.data import DataError
-from uda.io import atomic_write_json, atomic_write_text, file_fingerprint, pid_alive
+from uda.io import atomic_write_json, atomic_write_text, file_fingerprint, pid_alive, pid_lock
 
 # What a run writes into its folder (what --overwrite deletes), besides predictions_*.jsonl.
 # data/ holds what a task builds from its data in setup (the passages task's retrieval file).
@@ -78,33 +78,12 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     folder is looked at until the run ends, so a second run into the same folder is refused (it would
     continue from the same checkpoint and write over the first). A lock left by a process that is no
     longer running (killed with SIGKILL, a crashed machine) is taken over with a warning."""
-    from tqdm.auto import tqdm
-
-    path, me = run_dir / LOCK_FILE, f"{os.getpid()} {platform.node()}"
     made = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
-    while True:
-        try:
-            with open(path, "x", encoding="utf-8") as f:
-                f.write(me + "\n")
-            break
-        except FileExistsError:
-            pid, _, host = path.read_text(encoding="utf-8").strip().partition(" ")
-            if host != platform.node() and pid.isdigit():
-                raise ConfigError(f"output folder '{run_dir}' is in use by process {pid} on host '{host}' (lock "
-                                  f"file '{path}'); wait for that run to end or choose another --output_dir. If "
-                                  f"no run is using the folder, delete the lock file") from None
-            if pid.isdigit() and pid_alive(int(pid)):
-                raise ConfigError(f"output folder '{run_dir}' is in use by a running process ({pid}, lock file "
-                                  f"'{path}'); wait for that run to end, or choose another --output_dir") from None
-            tqdm.write(f"warning: output folder '{run_dir}' was locked by process {pid or '?'}, which is no longer "
-                       f"running; taking its lock over")
-            path.unlink(missing_ok=True)
     try:
-        yield
+        with pid_lock(run_dir / LOCK_FILE, f"output folder '{run_dir}'", "choose another --output_dir"):
+            yield
     finally:
-        if path.is_file() and path.read_text(encoding="utf-8").strip() == me:
-            path.unlink()
         if made and not any(run_dir.iterdir()):  # a folder made for a run that stopped at once
             run_dir.rmdir()
 
