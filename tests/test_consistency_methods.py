@@ -271,3 +271,16 @@ def test_zero_steps_evaluates_the_start_alone(model_dir, tiny_text_data, tmp_pat
     assert results["selected_model"]["step"] == 0 and [h["step"] for h in results["dev_history"]] == [0]
     assert results["test"]["num_examples"] > 0 and results["test_last_step"]["step"] == 0
     assert training_lines(tmp_path / "zeroshot") == []
+
+
+def test_a_soft_target_is_the_sharpened_aligned_distribution():
+    from uda.consistency.base import sharpened
+
+    logits = torch.tensor([[2.0, 0.5, -1.0]])
+    assert sharpened(logits.softmax(-1), 0.5)[0].tolist() == pytest.approx((logits / 0.5).softmax(-1)[0].tolist(), rel=1e-5)
+    m = fixmatch.FixMatch(Settings(threshold=0.0, hard=False, temperature=0.5), 2, 10, None)
+    weights = torch.tensor([1.0, 3.0])  # distribution alignment's re-weighting of p
+    d = m.decide(_logits([0.6, 0.4]), alignment=weights)
+    aligned = torch.tensor([0.6 * 1.0, 0.4 * 3.0]) / (0.6 + 1.2)  # [1/3, 2/3]
+    expected = aligned ** 2 / (aligned ** 2).sum()
+    assert d.target_probs[0].tolist() == pytest.approx(expected.tolist(), rel=1e-5) and d.pseudo.tolist() == [1]

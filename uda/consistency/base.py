@@ -69,9 +69,10 @@ def weighted_cross_entropy(strong_logits: torch.Tensor, decision: Decision) -> t
     return (per_example * decision.weight.to(log_q.device)).sum() / max(per_example.shape[0], 1)
 
 
-def sharpened(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """softmax(logits / T): the soft target of a method whose target is soft (USB's pseudo-label hook)."""
-    return F.softmax(logits.detach().float().clamp(min=MASKED_LOGIT) / temperature, dim=-1)
+def sharpened(probs: torch.Tensor, temperature: float) -> torch.Tensor:
+    """p^(1/T) / sum p^(1/T): the soft target of a method whose target is soft; for p = softmax(logits),
+    softmax(logits / T) (USB's pseudo-label hook), and it keeps an alignment made before it."""
+    return F.softmax(probs.float().clamp(min=1e-30).log() / temperature, dim=-1)
 
 
 def ema(old: torch.Tensor, new: torch.Tensor, momentum: float) -> torch.Tensor:
@@ -134,7 +135,7 @@ class Method:
     def target(self, weak_logits: torch.Tensor, probs: torch.Tensor) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         """(pseudo-label, soft target or None) of the weak view, by ``settings.hard``."""
         pseudo = probs.argmax(dim=-1)
-        return pseudo, None if self.s.hard else sharpened(weak_logits, self.s.temperature)
+        return pseudo, None if self.s.hard else sharpened(probs, self.s.temperature)
 
     def state_dict(self) -> dict:
         return {n: getattr(self, n).tolist() for n in self.state_names}
