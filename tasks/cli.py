@@ -56,9 +56,32 @@ def train_main(argv: Optional[list[str]] = None) -> int:
     except RunStopped as e:
         print(f"stopped: {e}", file=sys.stderr)
         return 128 + e.signum  # what a shell reports for a process the signal ended
+    except KeyboardInterrupt:  # a second Ctrl-C: stopped at once
+        print("stopped at once by a second Ctrl-C: the steps since the last checkpoint are lost; run the same "
+              "command again to continue from that checkpoint", file=sys.stderr)
+        return 130
+    except OSError as e:
+        print(f"error: {_os_error(e)}", file=sys.stderr)
+        return 2
     finally:
         _close_process_group()
     return 0
+
+
+def _os_error(e: OSError) -> str:
+    """A file-system failure of a run (a full disk, a read-only folder, a path through a file), said with
+    what to do; the last checkpoint written whole is what the same command continues from."""
+    import errno
+
+    where = f"'{e.filename}'" if e.filename else "the run folder"
+    advice = {errno.ENOSPC: "the disk is full: free some space and run the same command again (it continues from "
+                            "the last checkpoint saved whole)",
+              errno.EROFS: "the file system is read-only: choose a writable --output_dir",
+              errno.EACCES: "no permission to write there: choose a writable --output_dir",
+              errno.ENOTDIR: "a part of that path is a file, not a folder: choose another --output_dir",
+              errno.EDQUOT: "the disk quota is used up: free some space and run the same command again"}
+    return f"cannot write {where} ({e.strerror or e}): " + advice.get(e.errno, "check the path and the disk, and run "
+                                                                              "the same command again")
 
 
 def _close_process_group() -> None:

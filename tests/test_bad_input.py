@@ -261,7 +261,17 @@ def _config_is_a_folder(d, tmp):
     return ["--config", str(tmp / "configs")]
 
 
+def _eval_batch_size_0(d, tmp):
+    return ["--train.eval_batch_size", "0"]
+
+
+def _negative_seed(d, tmp):
+    return ["--seed", "-1"]
+
+
 CASES = {
+    "eval batch size 0": (_eval_batch_size_0, r"train.eval_batch_size must be >= 1, got 0"),
+    "a negative seed": (_negative_seed, r"seed must be >= 0 \(numpy's generators take no negative seed\), got -1"),
     "missing label in the test split": (_missing_test_label, r"test data '.*test.jsonl', row 61 \(id 't-nolabel'\): "
                                         r"missing label \(or -1\); every example of this split needs a label"),
     "label set differs between splits": (_label_set_differs, r"row 61 \(id 't-neutral'\): unknown label 'neutral'; "
@@ -865,3 +875,17 @@ def test_bad_input_two_uda_augment_runs_into_one_output(tmp_path, capsys):
     lock.write_text(f"{dead.stdout.strip()} {platform.node()}\n")
     assert augment_main(args) == 0 and out.is_file() and not lock.exists()
     assert "was locked by process" in "".join(capsys.readouterr())
+
+
+def test_bad_input_output_folder_below_a_file(tiny_model_dir, tiny_text_data, tmp_path, capsys):
+    """--output_dir through a file: a clear error and status 2, not a NotADirectoryError traceback."""
+    blocker = tmp_path / "afile"
+    blocker.write_text("mine\n")
+    before = _snapshot(tmp_path)
+    code = _script().main(["--task", "text_classification", "--model.name_or_path", str(tiny_model_dir),
+                           "--data.path", str(tiny_text_data), "--output_dir", str(blocker / "run"),
+                           "--report_to", "none"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err[-2000:]
+    assert f"error: cannot write '{blocker / 'run'}' (Not a directory): a part of that path is a file" in err
+    assert _snapshot(tmp_path) == before

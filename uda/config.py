@@ -459,6 +459,8 @@ def validate(cfg: Config) -> None:
     require(t.grad_accum_steps >= 1, f"train.grad_accum_steps must be >= 1, got {t.grad_accum_steps}")
     require(t.max_grad_norm is None or t.max_grad_norm > 0, "train.max_grad_norm must be > 0 or None")
     require(t.eval_every >= 1 and t.log_every >= 1, "train.eval_every and train.log_every must be >= 1")
+    require(t.eval_batch_size >= 1, f"train.eval_batch_size must be >= 1, got {t.eval_batch_size}")
+    require(cfg.seed >= 0, f"seed must be >= 0 (numpy's generators take no negative seed), got {cfg.seed}")
     require(u.lambda_u >= 0, f"uda.lambda_u must be >= 0, got {u.lambda_u}")
     require(u.unsup_ratio >= 1, f"uda.unsup_ratio must be >= 1, got {u.unsup_ratio}")
     require(u.temperature is None or u.temperature > 0, f"uda.temperature must be > 0 or None, got {u.temperature}")
