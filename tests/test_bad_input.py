@@ -269,7 +269,14 @@ def _negative_seed(d, tmp):
     return ["--seed", "-1"]
 
 
+def _max_length_above_positions(d, tmp):
+    return ["--model.max_length", "100000"]
+
+
 CASES = {
+    "max length above the model's positions": (_max_length_above_positions, r"--model.max_length 100000 is more "
+                                               r"than model '.*' has positions for \(\d+, max_position_embeddings "
+                                               r"in its config.json\); use --model.max_length \d+ or less"),
     "eval batch size 0": (_eval_batch_size_0, r"train.eval_batch_size must be >= 1, got 0"),
     "a negative seed": (_negative_seed, r"seed must be >= 0 \(numpy's generators take no negative seed\), got -1"),
     "missing label in the test split": (_missing_test_label, r"test data '.*test.jsonl', row 61 \(id 't-nolabel'\): "

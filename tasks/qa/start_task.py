@@ -140,7 +140,7 @@ class QAStartTask(Task):
         train_ex = synthetic_examples(train_paras, seed=cfg.seed, **gen)
         held_ex = synthetic_examples(held_paras, seed=cfg.seed + 1, **gen)
         self.model_path = resolve_model_path(cfg.model.name_or_path)
-        self.tokenizer = load_tokenizer(self.model_path, cfg.model.trust_remote_code)
+        self.tokenizer = load_tokenizer(self.model_path, cfg.model.trust_remote_code, cfg.model.max_length)
         self.tokenizer.padding_side = "right"
         self.added_token = add_question_token(self.tokenizer)
         window = (cfg.model.max_length, s.doc_stride, s.max_question_length)

@@ -158,7 +158,7 @@ class QATask(Task):
         start_held_out(self.model_path, split["info"]["articles"])
         self.trust_remote_code = cfg.model.trust_remote_code
         self.dropout = cfg.model.dropout
-        self.tokenizer = load_tokenizer(self.model_path, self.trust_remote_code)
+        self.tokenizer = load_tokenizer(self.model_path, self.trust_remote_code, cfg.model.max_length)
         self.tokenizer.padding_side = "right"
         self.rng = np.random.default_rng(cfg.seed + 1)
         has = sum(not e["is_impossible"] for e in split["train"])

@@ -152,7 +152,7 @@ class TextClassificationTask(Task):
         self.label_names = list(data.label_names)
         self.max_length = cfg.model.max_length
         self.model_path = resolve_model_path(cfg.model.name_or_path)
-        self.tokenizer = load_tokenizer(self.model_path, cfg.model.trust_remote_code)
+        self.tokenizer = load_tokenizer(self.model_path, cfg.model.trust_remote_code, cfg.model.max_length)
         self.tokenizer.truncation_side = cfg.model.truncation_side
         self.rng = np.random.default_rng(cfg.seed + 1)
         self.train_rows = list(data.train)
