@@ -273,7 +273,13 @@ def _max_length_above_positions(d, tmp):
     return ["--model.max_length", "100000"]
 
 
+def _empty_unlabelled_pool(d, tmp):
+    return ["--data.unlabeled_from_train", "false", "--data.min_unlabeled_chars", "100000"]
+
+
 CASES = {
+    "an empty unlabelled pool": (_empty_unlabelled_pool, r"the unlabelled pool is empty \(no unsup.\* file, and no "
+                                 r"training-pool text left .*--uda.lambda_u 0"),
     "max length above the model's positions": (_max_length_above_positions, r"--model.max_length 100000 is more "
                                                r"than model '.*' has positions for \(\d+, max_position_embeddings "
                                                r"in its config.json\); use --model.max_length \d+ or less"),

@@ -163,6 +163,12 @@ class TextClassificationTask(Task):
             cfg.model, self.label_names, resolve_data_path(cfg.data), data.info.get("label_names_from", ""))
         info = {**data.info, "label_descriptions": described}  # None: a random head
         if run.wants_unlabeled:
+            if not len(data.unlabeled):
+                raise DataError("the unlabelled pool is empty (no unsup.* file, and no training-pool text left "
+                                "for it after data.unlabeled_from_train, data.min_unlabeled_chars and the labelled "
+                                "and dev examples), so the consistency loss has nothing to train on; add an unsup "
+                                "file to the data folder, lower --data.min_unlabeled_chars, or train supervised "
+                                "only with --uda.lambda_u 0")
             self.augmenter = self._build_augmenter(cfg.augment, data.unlabeled)
         # consistency_logits()[0] is a distribution over the classes; its prior is the labelled set's
         return TaskData(train=data.train, dev=data.dev, test=data.test,
