@@ -902,3 +902,20 @@ def test_bad_input_output_folder_below_a_file(tiny_model_dir, tiny_text_data, tm
     assert code == 2 and "Traceback" not in err, err[-2000:]
     assert f"error: cannot write '{blocker / 'run'}' (Not a directory): a part of that path is a file" in err
     assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_bad_input_start_model_with_another_number_of_labels(pooling, tiny_model_dir, tmp_path, capsys):
+    """A start model whose classifier has 3 classes on 2-class data: a fresh head with a warning, not
+    transformers' size-mismatch error."""
+    from tasks.text.model import build_text_classifier
+
+    three = tmp_path / "three"
+    build_text_classifier(str(tiny_model_dir), ["a", "b", "c"], pooling=pooling).save_pretrained(three)
+    before = _snapshot(tmp_path)
+    model = build_text_classifier(str(three), ["neg", "pos"], pooling=pooling)
+    import torch
+
+    assert [m for m in model.modules() if isinstance(m, torch.nn.Linear)][-1].out_features == 2
+    assert "has a classifier of 3 classes and this data has 2: its encoder is kept" in capsys.readouterr().out
+    assert _snapshot(tmp_path) == before

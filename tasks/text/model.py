@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import nn
@@ -165,16 +165,33 @@ def build_text_classifier(name_or_path: str, label_names: list[str], pooling: st
     if pooling == "cls":
         if (Path(name_or_path) / HEAD_CONFIG).is_file():
             raise ValueError(f"'{name_or_path}' holds a mean-pooling classifier; use --model.pooling mean with it")
+        saved = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+        has_head = any("ForSequenceClassification" in a for a in (saved.architectures or []))
+        other = has_head and saved.num_labels != len(label_names)
+        if other:
+            _fresh_head_warning(name_or_path, saved.num_labels, len(label_names))
         return AutoModelForSequenceClassification.from_pretrained(name_or_path, config=config,
-                                                                  trust_remote_code=trust_remote_code)
+                                                                  trust_remote_code=trust_remote_code,
+                                                                  ignore_mismatched_sizes=other)
     if pooling != "mean":
         raise ValueError(f"unknown pooling {pooling!r}: use 'cls' or 'mean'")
     encoder = AutoModel.from_pretrained(name_or_path, config=config, trust_remote_code=trust_remote_code)
     model = MeanPoolClassifier(encoder, len(label_names), dropout)
     head = Path(name_or_path) / HEAD_CONFIG
-    if head.is_file() and json.loads(head.read_text(encoding="utf-8")).get("num_labels") == len(label_names):
-        model.classifier.load_state_dict(_head_weights(Path(name_or_path)))
+    if head.is_file():
+        saved_labels = json.loads(head.read_text(encoding="utf-8")).get("num_labels")
+        if saved_labels == len(label_names):
+            model.classifier.load_state_dict(_head_weights(Path(name_or_path)))
+        else:
+            _fresh_head_warning(name_or_path, saved_labels, len(label_names))
     return model
+
+
+def _fresh_head_warning(name_or_path: str, saved: Any, wanted: int) -> None:
+    from tqdm.auto import tqdm
+
+    tqdm.write(f"warning: the start model '{name_or_path}' has a classifier of {saved} classes and this data has "
+               f"{wanted}: its encoder is kept and the classifier starts afresh")
 
 
 @torch.no_grad()
