@@ -919,3 +919,37 @@ def test_bad_input_start_model_with_another_number_of_labels(pooling, tiny_model
     assert [m for m in model.modules() if isinstance(m, torch.nn.Linear)][-1].out_features == 2
     assert "has a classifier of 3 classes and this data has 2: its encoder is kept" in capsys.readouterr().out
     assert _snapshot(tmp_path) == before
+
+
+def test_bad_input_disk_full_while_saving_a_checkpoint(tiny_model_dir, tiny_text_data, tmp_path, capsys,
+                                                       monkeypatch):
+    """torch.save on a full disk fails in its C++ stream ("basic_ios::clear"): a clear error, status 2, the
+    half-written checkpoint removed and the earlier ones kept, so that the same command continues."""
+    import collections
+    import shutil
+
+    import torch
+
+    real_save, calls = torch.save, []
+
+    def save(obj, f, *a, **k):
+        calls.append(f)
+        if len(calls) == 2:  # the second checkpoint: the disk is full
+            raise RuntimeError("[enforce fail at inline_container.cc:664] . PytorchStreamWriter failed writing "
+                               "file data/0: file write failed; basic_ios::clear: iostream error")
+        return real_save(obj, f, *a, **k)
+
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(torch, "save", save)
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10 ** 9, 10 ** 9, 0))
+    out = tmp_path / "run"
+    code = _script().main(["--task", "text_classification", "--model.name_or_path", str(tiny_model_dir),
+                           "--data.path", str(tiny_text_data), "--data.num_labeled", "20", "--data.dev_size", "40",
+                           "--model.max_length", "32", "--train.max_steps", "4", "--train.warmup_steps", "0",
+                           "--train.batch_size", "4", "--train.eval_every", "2", "--output_dir", str(out),
+                           "--report_to", "none"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err[-2000:]
+    assert "(No space left on device): the disk is full: free some space and run the same command again" in err
+    kept = sorted(p.name for p in (out / "checkpoints").iterdir() if p.is_dir())
+    assert kept == ["step-00000002"]  # no .tmp-* left; the first checkpoint is whole

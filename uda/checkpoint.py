@@ -27,6 +27,7 @@ test set is still the best by ``metric``.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -185,15 +186,22 @@ def save(root: Path, step: int, metric: Optional[float], keep_top_k: int,
     tmp, final = root / f".tmp-{name}", root / name
     _remove(tmp)
     tmp.mkdir()
-    with _no_progress_bars():
-        write_model(tmp / MODEL_DIR)
-    torch.save(state, tmp / STATE_FILE)
     meta: dict = {"step": step, "metric": metric, "metric_name": metric_name}
     if rankings:
         meta["metrics"] = {n: (None if (metrics or {}).get(n) is None else float(metrics[n]))
                            for n in rankings.values()}
-    (tmp / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
-    _fsync_tree(tmp)
+    try:
+        with _no_progress_bars():
+            write_model(tmp / MODEL_DIR)
+        torch.save(state, tmp / STATE_FILE)
+        (tmp / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
+        _fsync_tree(tmp)
+    except (OSError, RuntimeError) as e:
+        _remove(tmp)  # nothing half-written is left for the rerun to trip on; the checkpoints before stay
+        err = _write_error(e, root, final)
+        if err is e:
+            raise
+        raise err from e
     if final.exists():  # the same step saved again: move the old one aside, then swap
         old = root / f".old-{name}"
         _remove(old)
@@ -206,6 +214,18 @@ def save(root: Path, step: int, metric: Optional[float], keep_top_k: int,
     write_pointers(root, rankings)
     prune(root, keep_top_k, rankings)
     return Checkpoint(final, step, metric, dict(meta.get("metrics", {})))
+
+
+def _write_error(e: Exception, root: Path, final: Path) -> Exception:
+    """An OSError for a checkpoint that could not be written; torch.save reports a full disk as a
+    RuntimeError of its C++ stream ("basic_ios::clear"). Any other RuntimeError is returned as it is."""
+    if isinstance(e, OSError):
+        return e
+    if not any(w in str(e) for w in ("basic_ios", "PytorchStreamWriter", "write", "file")):
+        return e
+    full = shutil.disk_usage(root).free < 64 * 2**20
+    return OSError(errno.ENOSPC if full else errno.EIO, "No space left on device" if full else f"write failed ({e})",
+                   str(final))
 
 
 def rescore(root: Path, metric_name: str, values: dict[int, Optional[float]],
