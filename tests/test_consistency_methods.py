@@ -284,3 +284,15 @@ def test_a_soft_target_is_the_sharpened_aligned_distribution():
     aligned = torch.tensor([0.6 * 1.0, 0.4 * 3.0]) / (0.6 + 1.2)  # [1/3, 2/3]
     expected = aligned ** 2 / (aligned ** 2).sum()
     assert d.target_probs[0].tolist() == pytest.approx(expected.tolist(), rel=1e-5) and d.pseudo.tolist() == [1]
+
+
+def test_pseudo_label_shares_are_compared_with_the_prior_over_the_window():
+    from uda.step import decision_stats, ratios_from_counts
+
+    prior = torch.tensor([0.5, 0.5])
+    a = decision_stats(Decision(torch.tensor([0, 0]), torch.tensor([1.0, 1.0])), prior)
+    b = decision_stats(Decision(torch.tensor([1, 1]), torch.tensor([1.0, 0.0])), prior)
+    window = {k: (a[k] + b[k]) / 2 for k in a}  # two steps, their mean counts: class 0 twice, class 1 once
+    out = ratios_from_counts(window)
+    assert out["unsup/pseudo_prior_gap"] == pytest.approx(0.5 * (abs(2 / 3 - 0.5) + abs(1 / 3 - 0.5)))
+    assert not any(k.startswith("unsup/_") for k in out)
