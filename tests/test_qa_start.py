@@ -229,6 +229,12 @@ def test_no_test_or_dev_article_text_is_used(tiny_qa_model_dir, tmp_path):  # no
     with pytest.raises(DataError, match="more.txt', text 2 shares a sentence with a test or dev article"):
         build_start(start_args(tiny_qa_model_dir, tmp_path / "start2", squad=sq, test_articles=2, dev_articles=1,
                                texts=leak))
+    # ... and so is one whose case, punctuation spacing and line breaks were edited
+    edited = next(iter(held_text)).upper().replace(",", " ,").replace(". ", " .\n")
+    leak.write_text("Some other text about rivers and cities in the north.\n\n" + edited + "\n")
+    with pytest.raises(DataError, match="more.txt', text 2 shares a sentence with a test or dev article"):
+        build_start(start_args(tiny_qa_model_dir, tmp_path / "start3", squad=sq, test_articles=2, dev_articles=1,
+                               texts=leak))
     # the squad_v2 task refuses this start when its own split tests on an article the start read
     from tasks.common.squad import start_held_out
 
@@ -322,3 +328,21 @@ def test_bad_options_are_clear_errors(tmp_path):
         train_argv(["--output_dir", "o", "--bf16", "maybe"])
     with pytest.raises(ConfigError, match="uda-qa-start builds the task qa_start"):
         train_argv(["--output_dir", "o", "--task", "squad_v2"])
+
+
+def test_a_start_without_a_held_out_check_is_said_so(tiny_qa_model_dir, tmp_path, capsys):  # noqa: F811
+    """Texts with no --squad: nothing tells which are held out; the start says so, and the squad_v2 task
+    warns loudly when it starts from it."""
+    from tasks.common.squad import start_held_out
+
+    texts = tmp_path / "texts.txt"
+    names = ["Ashby", "Brill", "Carden", "Dunmore", "Elstow", "Farley", "Glynde", "Hartop"]
+    texts.write_text("".join(f"The river Wen flows north past the old mill town of {a} before it reaches {b}. "
+                             f"Its bridges were built in {1800 + 7 * i} by the engineer Thomas {b}, who also "
+                             f"drained the marsh near {a}. " for i, (a, b) in enumerate(zip(names, names[1:]))) + "\n")
+    out = tmp_path / "start"
+    build_start(start_args(tiny_qa_model_dir, out, texts=texts, max_steps=2))
+    assert "no qa_start.squad (--squad FILE) given, so the texts were checked against no test" in capsys.readouterr().out
+    assert json.loads((out / "data_info.json").read_text())["held_out_check"].startswith("none")
+    start_held_out(out / "model", {"test": [], "dev": []})
+    assert "WARNING: the starting model" in capsys.readouterr().out

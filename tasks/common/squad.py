@@ -238,7 +238,14 @@ def start_held_out(model_path: str | Path, articles: dict) -> None:
     run = next((q for q in [p, *p.parents][:4] if (q / "data_info.json").is_file()), None)
     if run is None:
         return
-    trained = json.loads((run / "data_info.json").read_text(encoding="utf-8")).get("articles") or {}
+    info = json.loads((run / "data_info.json").read_text(encoding="utf-8"))
+    if str(info.get("held_out_check", "")).startswith("none"):
+        from tqdm.auto import tqdm
+
+        tqdm.write(f"WARNING: the starting model '{p}' comes from the QA-shaped start '{run}', whose texts were "
+                   f"checked against no test or dev article (it was built without --squad): if they hold this "
+                   f"run's dev or test articles, its scores are not held out. Rebuild the start with --squad")
+    trained = info.get("articles") or {}
     seen = set(trained.get("labeled_pool", [])) | set(trained.get("unlabeled_pool", []))
     leaked = sorted(seen & (set(articles.get("test", [])) | set(articles.get("dev", []))))
     if leaked:

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any, Optional
 
-from tasks.qa.synthetic import chunk_text, normalised_sentences
+from tasks.qa.synthetic import chunk_text, word_windows
 from uda.data import DataError
 
 HELD_OUT_EVERY = 25  # every 25th paragraph's examples are held out of training (the dev set)
@@ -17,7 +17,7 @@ HELD_OUT_EVERY = 25  # every 25th paragraph's examples are held out of training 
 
 def squad_paragraphs(path: str, test_articles: int, dev_articles: int) -> tuple[list, dict, set[str]]:
     """Paragraphs of the SQuAD file's articles that are neither test nor dev in the task's split
-    (sha256(title) order), the split's article titles, and the normalised sentences of the test and dev
+    (sha256(title) order), the split's article titles, and the word runs (word_windows) of the test and dev
     paragraphs. Paragraphs are read whether or not they have questions."""
     from tasks.common.squad import article_order, find_squad_json, load_squad_file
 
@@ -31,18 +31,18 @@ def squad_paragraphs(path: str, test_articles: int, dev_articles: int) -> tuple[
                         f"{test_articles} + qa_start.dev_articles {dev_articles} hold out all of them: lower them to "
                         f"those of the squad_v2 runs this start is for")
     held = set(order[:test_articles + dev_articles])
-    seen, paras, held_sents = set(), [], set()
+    seen, paras, held_words = set(), [], set()
     for title, context in items:
         if (title, context) in seen:
             continue
         seen.add((title, context))
         if title in held:
-            held_sents |= normalised_sentences(context)
+            held_words |= word_windows(context)
         else:
             paras.append((title, context))
     articles = {"test": order[:test_articles], "dev": order[test_articles:test_articles + dev_articles],
                 "unlabeled_pool": order[test_articles + dev_articles:]}
-    return paras, articles, held_sents
+    return paras, articles, held_words
 
 
 def text_files(path: str) -> list[Path]:
@@ -111,9 +111,9 @@ def collect_paragraphs(s: Any) -> tuple[list[tuple[str, str, str]], dict]:
     a test or dev paragraph of the SQuAD file is an error naming it."""
     paras: list[tuple[str, str, str]] = []
     info: dict = {"squad": None, "articles": {}, "texts": [], "files": {}}
-    held_sents: set[str] = set()
+    held_words: set[str] = set()
     if s.squad:
-        sq, articles, held_sents = squad_paragraphs(s.squad, s.test_articles, s.dev_articles)
+        sq, articles, held_words = squad_paragraphs(s.squad, s.test_articles, s.dev_articles)
         info["squad"] = info["files"]["squad"] = str(Path(s.squad).expanduser().resolve())
         info["held_out_articles"] = {"test": articles["test"], "dev": articles["dev"]}
         if s.squad_paragraphs:
@@ -123,11 +123,11 @@ def collect_paragraphs(s: Any) -> tuple[list[tuple[str, str, str]], dict]:
         texts = read_texts(path, s.text_column, s.max_texts)
         n0 = len(paras)
         for i, t in enumerate(texts):
-            shared = normalised_sentences(t) & held_sents if held_sents else set()
+            shared = word_windows(t) & held_words if held_words else set()
             if shared:
                 raise DataError(f"qa_start.texts '{path}', text {i + 1} shares a sentence with a test or dev article "
-                                f"of qa_start.squad ({next(iter(shared))[:80]!r}); test and dev text must not be "
-                                f"trained on: remove it")
+                                f"of qa_start.squad (the words {next(iter(shared))[:80]!r}; case, punctuation and "
+                                f"spacing aside); test and dev text must not be trained on: remove it")
             paras += [(f"t{k}-{i}-{j}", Path(path).name, chunk) for j, chunk in enumerate(chunk_text(t, s.chunk_words))]
         info["texts"].append({"path": str(Path(path).expanduser().resolve()), "texts": len(texts),
                               "paragraphs": len(paras) - n0})
@@ -135,8 +135,14 @@ def collect_paragraphs(s: Any) -> tuple[list[tuple[str, str, str]], dict]:
     if not paras:
         raise DataError("no text to build questions from: give qa_start.squad (--squad FILE, its non-test, non-dev "
                         "paragraphs) and/or qa_start.texts (--texts PATH)")
-    info["held_out_check"] = ("texts checked against the test and dev articles of qa_start.squad" if held_sents else
+    info["held_out_check"] = ("texts checked against the test and dev articles of qa_start.squad" if held_words else
                               "none: no qa_start.squad given, so nothing tells which text is held out")
+    if s.texts and not held_words:
+        from tqdm.auto import tqdm
+
+        tqdm.write("warning: no qa_start.squad (--squad FILE) given, so the texts were checked against no test or "
+                   "dev article; a squad_v2 run from this start warns that its scores may not be held out. Give "
+                   "--squad with the SQuAD file the reader will be tested on")
     return paras, info
 
 

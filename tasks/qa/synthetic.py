@@ -366,14 +366,10 @@ def chunk_text(text: str, max_words: int = 150, min_words: int = 40) -> list[str
     return [c for c in chunks if len(words(c)) >= min_words]
 
 
-def normalised_sentences(text: str, min_words: int = 8) -> set[str]:
-    """Lower-cased, whitespace-normalised sentences of at least ``min_words`` words: what the
-    held-out check compares (a reformatted paragraph still shares its sentences)."""
-    out = set()
-    norm = " ".join(text.split())
-    for s in sentences(norm):
-        seg = norm[s.start:s.end].lower()
-        if len(words(seg)) >= min_words:
-            out.add(seg)
-    return out
+def word_windows(text: str, n: int = 10) -> set[str]:
+    """Every run of ``n`` consecutive words of ``text``, lower-cased, with punctuation, spacing and line
+    breaks gone: what the held-out check compares (a paragraph whose case, punctuation or spacing was
+    edited still shares its word runs). A text shorter than ``n`` words gives itself."""
+    w = re.findall(r"\w+", text.lower())
+    return {" ".join(w[i:i + n]) for i in range(max(len(w) - n + 1, 1))} if w else set()
 
