@@ -589,3 +589,14 @@ def test_real_imdb_same_selection_as_before_arrow(tmp_path, monkeypatch):
         assert [r["id"] for r in d.dev] == case["dev_ids"], name
         assert len(d.test) == case["test_count"] and len(unl) == case["unlabeled_count"], name
         assert hashlib.sha256("\n".join(unl).encode()).hexdigest() == case["unlabeled_ids_sha256"], name
+
+
+def test_a_recipe_id_order_file_missing_from_the_data_falls_back_to_a_random_draw(tmp_path, capsys):
+    """The IMDB recipes name uda_train_id_list.txt, which only the reference data folder holds: elsewhere the
+    labelled set is drawn at random per class, with a warning that says how to get the reference split;
+    a path that does not exist stays an error."""
+    folder = _imdb_like(tmp_path / "d")
+    d = load_text_classification(_cfg(path=str(folder), id_order_file="uda_train_id_list.txt"), seed=0)
+    assert d.info["selection"].startswith("random per class")
+    assert "--data.id_order_file 'uda_train_id_list.txt' is neither in the working folder nor in the data " \
+           "folder" in capsys.readouterr().out

@@ -857,9 +857,18 @@ def _choose_train(cfg: TextDataConfig, pool: _Pool, seed: int, data_path: Option
                   by_class: list[list[int]], per: int) -> tuple[list[int], str]:
     """(``per`` training rows of each class, how they were chosen): by ``data.id_order_file``, else at
     random with the seed."""
-    if cfg.id_order_file:
-        train_idx = _select_by_order(_order_file(cfg, data_path), pool.source, labelled_idx, pool.labels, per,
-                                     pool.lm)
+    order_file = _order_file(cfg, data_path) if cfg.id_order_file else None
+    if order_file and not Path(order_file).expanduser().exists() and Path(cfg.id_order_file).name == cfg.id_order_file:
+        # a bare name (a recipe's) found neither here nor in the data folder: the data has no such order
+        from tqdm.auto import tqdm
+
+        tqdm.write(f"warning: --data.id_order_file '{cfg.id_order_file}' is neither in the working folder nor in the "
+                   f"data folder, so the labelled set is drawn at random per class with the seed instead. For the "
+                   f"reference split put that file (one id per line, in the reference order) in the data folder; "
+                   f"--data.id_order_file none draws at random without this warning")
+        order_file = None
+    if order_file:
+        train_idx = _select_by_order(order_file, pool.source, labelled_idx, pool.labels, per, pool.lm)
         return train_idx, f"id_order_file {cfg.id_order_file}"
     rng = _rng(seed, 0)
     train_idx = []
