@@ -42,7 +42,8 @@ def train_main(argv: Optional[list[str]] = None) -> int:
             print(help_text(config_class(task_spec(name).config_sections)))
             return 0
         cfg = build_config(task, config_file, overrides)
-    except ConfigError as e:
+        _check_offline_resources(cfg)
+    except (ConfigError, OfflineError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
@@ -66,6 +67,29 @@ def train_main(argv: Optional[list[str]] = None) -> int:
     finally:
         _close_process_group()
     return 0
+
+
+def _check_offline_resources(cfg: Any) -> None:
+    """With the hub out of reach, name every resource the run would need it for in one message (the data
+    and the model), before any work: one at a time, each failure would be found after the last was fixed."""
+    from uda.data import resolve_data_path
+    from uda.hub import OfflineError, hub_reachable, resolve_model_path
+
+    missing = []
+    model = getattr(getattr(cfg, "model", None), "name_or_path", None)
+    if model:
+        try:
+            resolve_model_path(model)
+        except OfflineError as e:
+            missing.append(f"the model: {e}")
+    data = getattr(cfg, "data", None)
+    if data is not None and hasattr(data, "path") and resolve_data_path(data) is None \
+            and getattr(data, "hub_id", None) and not hub_reachable():
+        missing.append(f"the data: no local data was given (--data.path or UDA_DATA_PATH) and the hub dataset "
+                       f"'{data.hub_id}' cannot be loaded offline; pass --data.path /path/to/data")
+    if len(missing) > 1:
+        raise OfflineError("the Hugging Face hub cannot be reached, and the run needs it for " + "; and for ".join(
+            missing))
 
 
 def _os_error(e: OSError) -> str:

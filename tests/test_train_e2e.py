@@ -118,3 +118,15 @@ def test_offline_without_local_data_says_how(tmp_path, monkeypatch):
                       env_extra={"UDA_DATA_PATH": ""}, check=False)
     assert proc.returncode == 2
     assert "--data.path" in proc.stderr and "UDA_DATA_PATH" in proc.stderr
+
+
+def test_offline_the_card_command_names_every_missing_resource_at_once(tmp_path):
+    """`python scripts/train_uda.py --task imdb` offline with no local data and a hub model: one message names
+    both the data and the model options, before any run folder is made."""
+    proc = run_script(["--task", "imdb", "--output_dir", str(tmp_path / "x")], env_extra={"UDA_DATA_PATH": ""},
+                      check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    err = proc.stderr
+    assert "the Hugging Face hub cannot be reached, and the run needs it for the model:" in err
+    assert "--model.name_or_path" in err and "and for the data:" in err and "--data.path" in err
+    assert not (tmp_path / "x").exists()
