@@ -47,6 +47,10 @@ share and rank 0 writes the output in the original order. The output is
 deterministic for a seed (it depends only on the seed, settings and chunk contents). Empty texts,
 texts the augmenter fails on, and (with --on_bad_line skip) undecodable or non-json lines are skipped
 and listed in the report; the output never misaligns original and copies.
+
+Several machines: the same command with --shard K/N in N jobs (K = 0..N-1) writes the parts
+<output>.shard-K-of-N.jsonl.gz; then uda-augment --join OUTPUT --shards N writes OUTPUT from them
+(docs/augmentation.md, "A pool too large for one machine").
 """
 
 from __future__ import annotations
@@ -89,6 +93,32 @@ def _limit(value: str) -> int:
     except argparse.ArgumentTypeError as e:
         raise argparse.ArgumentTypeError(f"{e} (the number of rows to augment); leave --limit out to augment "
                                          f"every row") from None
+
+
+def _shard(value: str) -> tuple[int, int]:
+    from augment.pipeline import parse_shard
+
+    try:
+        return parse_shard(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).replace(f"--shard {value!r}: ", "")) from None
+
+
+def _join(args: argparse.Namespace) -> int:
+    """``--join OUTPUT --shards N``: write OUTPUT from its parts."""
+    from augment.pipeline import join_shards
+    from uda.data import DataError
+
+    if args.shards is None:
+        print("error: --join needs --shards N, the number of parts (the N of --shard K/N)", file=sys.stderr)
+        return 2
+    try:
+        report = join_shards(args.join, args.shards)
+    except (DataError, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps({k: report[k] for k in ("output", "shards", "rows_written", "rows_skipped")}, indent=2))
+    return 0
 
 
 def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
@@ -140,6 +170,13 @@ def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
     s.add_argument("--rank", type=int, default=None, help="this process's rank (default: $RANK or 0)")
     s.add_argument("--world_size", type=int, default=None, help="number of ranks (default: $WORLD_SIZE or 1)")
     s.add_argument("--no_progress", action="store_true", help="no progress bar")
+    s.add_argument("--shard", type=_shard, default=None, metavar="K/N",
+                   help="augment only part K of N (0 <= K < N) into <output>.shard-K-of-N.jsonl.gz, for N "
+                        "separate jobs; a finished part with the same settings is not redone")
+    s.add_argument("--join", default=None, metavar="OUTPUT",
+                   help="write OUTPUT from its --shards parts (OUTPUT.shard-K-of-N.jsonl.gz) and stop; refuses a "
+                        "missing, unfinished, duplicated or mismatched part")
+    s.add_argument("--shards", type=_count, default=None, metavar="N", help="the number of parts for --join")
     return ap
 
 
@@ -150,6 +187,11 @@ def run(args: argparse.Namespace, rows: Any = None, input_name: Optional[str] = 
     from uda.config import ConfigError
     from uda.data import DataError
 
+    if getattr(args, "join", None) is not None:
+        return _join(args)
+    if getattr(args, "shards", None) is not None:
+        print("error: --shards goes with --join; a part is made with --shard K/N", file=sys.stderr)
+        return 2
     options = {k: getattr(args, k) for k in OPTION_HELP if hasattr(args, k)}
     if args.beam:
         options["temperature"] = None
@@ -160,6 +202,7 @@ def run(args: argparse.Namespace, rows: Any = None, input_name: Optional[str] = 
             id_column=args.id_column or None, on_bad_line=args.on_bad_line, rows=rows, input_name=input_name,
             source=source, chunk_size=args.chunk_size, workers=args.workers, cache_dir=args.cache_dir,
             rank=args.rank, world_size=args.world_size, progress=not args.no_progress, limit=args.limit,
+            shard=getattr(args, "shard", None),
         )
     except (DataError, ConfigError, ValueError, FileNotFoundError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -37,11 +37,13 @@ counters).
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import multiprocessing as mp
 import os
 import re
+import shutil
 import sys
 import time
 from collections import Counter, OrderedDict
@@ -309,7 +311,7 @@ class _Run:
                  *, copies: int = 2, seed: int = 0, chunk_size: int = 128, workers: int = 1,
                  cache_dir: str | os.PathLike | None = None, rank: Optional[int] = None,
                  world_size: Optional[int] = None, tfidf_stats: Any = None, progress: bool = True,
-                 wait_timeout: Optional[float] = None, log: Any = None):
+                 wait_timeout: Optional[float] = None, log: Any = None, shard: Optional[tuple[int, int]] = None):
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         if copies < 1:
             raise ValueError(f"copies must be >= 1, got {copies}")
@@ -326,7 +328,13 @@ class _Run:
         stages = parse_method(method)
         self.copies, self.seed, self.chunk_size, self.workers = copies, seed, chunk_size, workers
         self.progress, self.wait_timeout, self.texts_at = progress, wait_timeout, texts_at
-        content = self._rank_texts(hashes)
+        content = self.content_digest = self._rank_texts(hashes)
+        self.shard = shard or (0, 1)
+        if not 0 <= self.shard[0] < self.shard[1]:
+            raise ValueError(f"shard {self.shard[0]}/{self.shard[1]}: K must be in 0..N-1 for --shard K/N")
+        # this shard's chunks: c % N == K (chunks of distinct texts, so a text and its copies are in one shard)
+        self.mine = np.arange(self.n_chunks) % self.shard[1] == self.shard[0]
+        self.shard_chunks = np.flatnonzero(self.mine).tolist()
 
         corpus_digest = None
         if NEEDS_CORPUS & set(stages):
@@ -348,7 +356,8 @@ class _Run:
         skey = _settings_key(method, self.options, self.name, seed, chunk_size, corpus_digest)
         folder = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
         self.cache = ChunkCache(folder / f"{_safe(self.name)}-s{seed}-c{chunk_size}-{skey}")
-        self.run_key = hashlib.sha256((skey + content + f"/{self.world}").encode()).hexdigest()[:16]
+        part = f"/{self.shard[0]}of{self.shard[1]}" if self.shard[1] > 1 else ""
+        self.run_key = hashlib.sha256((skey + content + f"/{self.world}" + part).encode()).hexdigest()[:16]
 
         self.where = np.full((self.U, self.made), -1, dtype=np.int32)  # (rank, copy) -> cache file, -1: none
         self.done = np.zeros(self.n_chunks, dtype=bool)  # chunks finished (or failed) in this run
@@ -532,6 +541,9 @@ class _Run:
         t0 = time.perf_counter()
         while self._next < self.n:
             u = int(self.row_rank[self._next])
+            if not self.mine[u // self.chunk_size]:  # another shard's text
+                self._next += 1
+                continue
             if not self.done[u // self.chunk_size]:
                 break
             emit(self._next, self._copies_of(u), self.errors.get(u))
@@ -551,11 +563,12 @@ class _Run:
         t_start = time.perf_counter()
         emit = emit if self.writes else None
         self._index()
-        hits = int((self.where >= 0).all(axis=1).sum()) if self.U else 0
+        ours = self.mine[np.arange(self.U) // self.chunk_size]
+        hits = int((self.where[ours] >= 0).all(axis=1).sum()) if self.U else 0
         self.log(f"[augment] {self.n} texts ({self.U} unique), {hits} fully cached in {self.cache.folder}"
                  + (f", {self.cache.unreadable} unreadable cache files ignored" if self.cache.unreadable else ""))
         self.totals["cache_hits"] = hits
-        self._compute([c for c in range(self.n_chunks) if c % self.world == self.rank], emit)
+        self._compute(self.shard_chunks[self.rank::self.world], emit)
         if self.world > 1:
             self.cache.mark_done(self.run_key, self.rank, self.world)
             if self.rank != 0:
@@ -571,10 +584,14 @@ class _Run:
                 self._index()
                 self._advance(emit)
             self._index()
-            self._compute(list(range(self.n_chunks)), emit)  # whatever another rank did not leave behind
+            self._compute(self.shard_chunks, emit)  # whatever another rank did not leave behind
         if emit is not None and self._next != self.n:
             raise RuntimeError(f"internal error: {self.n - self._next} texts were not handed on")
         return self._stats(t_start)
+
+    def takes(self, pos: int) -> bool:
+        """Whether text ``pos`` belongs to this shard."""
+        return bool(self.mine[int(self.row_rank[pos]) // self.chunk_size])
 
     def _stats(self, t_start: float) -> dict:
         self.totals["wall_seconds"] = time.perf_counter() - t_start
@@ -754,25 +771,30 @@ def _write_rows(run: _Run, table: Any, blank: np.ndarray, out_path: Path) -> tup
     from augment.precomputed import precomputed_writer
 
     bad, empty, failed = _Skips(), _Skips(), _Skips()
-    for b in table.bad_lines():
+    first_shard = run.shard[0] == 0  # the skips of the whole input are reported once, by shard 0
+    for b in table.bad_lines() if first_shard else ():
         bad.add(b)
 
-    def usable_rows() -> Iterator[tuple[int, str, str, str]]:
-        """(row, id, text, source) of each row augmented, noting the empty ones passed over."""
+    def usable_rows() -> Iterator[tuple[int, int, str, str, str]]:
+        """(text position, row, id, text, source) of each row augmented, noting the empty ones passed over."""
+        pos = 0
         for i, (rid, text, src) in enumerate(table.rows()):
-            if blank[i]:
+            if not blank[i]:
+                yield pos, i, rid, text, src
+                pos += 1
+            elif first_shard:
                 empty.add({"row": i, "id": rid, "source": src, "kind": "empty text",
                            "reason": "empty or whitespace-only text"})
-            else:
-                yield i, rid, text, src
 
     rows_iter = usable_rows()
     written = unchanged = 0
     with precomputed_writer(out_path) as write:
 
-        def emit(_k: int, cps: Optional[list[str]], error: Optional[str]) -> None:
+        def emit(k: int, cps: Optional[list[str]], error: Optional[str]) -> None:
             nonlocal written, unchanged
-            i, rid, text, src = next(rows_iter)
+            pos, i, rid, text, src = next(rows_iter)
+            while pos < k:  # another shard's rows
+                pos, i, rid, text, src = next(rows_iter)
             if cps is None:
                 failed.add({"row": i, "id": rid, "source": src, "kind": "augmenter error",
                             "reason": error or "augmentation failed"})
@@ -782,8 +804,9 @@ def _write_rows(run: _Run, table: Any, blank: np.ndarray, out_path: Path) -> tup
                 unchanged += sum(1 for c in cps if c == text)
 
         stats = run.run(emit)
-        for _ in rows_iter:  # the empty rows after the last text
-            raise RuntimeError("internal error: more rows than texts handed on")
+        for pos, *_ in rows_iter:  # the empty rows (and other shards' rows) after the last text
+            if run.takes(pos):
+                raise RuntimeError("internal error: more rows than texts handed on")
     return stats, written, unchanged, (bad, empty, failed)
 
 
@@ -811,9 +834,9 @@ def _finish_report(report: dict, out_path: Path, rows_read: int, unique: int, st
         "compute_seconds": round(compute_s, 2),
         "texts_per_second": round(computed / compute_s, 2) if compute_s > 0 else None,
         "wall_seconds": round(wall, 2),
+        "finished": True,
     })
-    rp = report_path_for(out_path)
-    rp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    rp = _write_report(out_path, report)
     report["report"] = str(rp)
     log(f"[augment] wrote {written} rows x {copies} copies to {out_path} in {wall:.1f}s "
         f"({n_skipped} skipped: {dict(skip_reasons) or 'none'}); report {rp}")
@@ -836,6 +859,7 @@ def augment_file(
     source: Optional[str] = None,
     limit: Optional[int] = None,
     log: Any = None,
+    shard: Optional[tuple[int, int]] = None,
     **scale: Any,
 ) -> dict:
     """Augment ``inputs`` (files) or ``rows`` and write the precomputed file, reading and writing as it goes.
@@ -843,7 +867,8 @@ def augment_file(
     ``texts()`` such as a task's unlabelled pool (``tasks.text.data.UnlabeledPool``, read from disk as
     needed), named ``input_name`` and described by ``source``. ``scale``: the options of
     :func:`augment_texts` that say how the work is done (chunk_size, workers, cache_dir, rank, world_size,
-    progress), passed on as they are.
+    progress), passed on as they are. ``shard=(K, N)``: augment only part K of N (:func:`shard_part_path`;
+    join the parts with :func:`join_shards`); a finished part with the same settings is not redone.
 
     Returns the report (also written next to the output as ``<name>.report.json``): counts, skipped
     rows with reasons, speed, cache hits, and the augmenter's counters. On ranks > 0 nothing is written
@@ -868,11 +893,17 @@ def augment_file(
         return (t for t, b in zip(table.texts(), blank) if not b)
 
     run = _Run(table.text_hashes()[usable], usable_texts, lambda pos: table.texts_at(usable[pos]), method, options,
-               copies=copies, seed=seed, log=log, **scale)
+               copies=copies, seed=seed, log=log, shard=shard, **scale)
     out_path = Path(output) if output is not None else Path(output_dir) / default_output_name(
         input_name, run.name, seed, copies)
+    if shard is not None:
+        out_path = shard_part_path(out_path, *shard)
     _check_output_path(out_path, "--output" if output is not None else "the output")  # before any work
     report = _start_report(out_path, sources, method, run, options, copies, seed, scale)
+    if shard is not None:
+        report.update(shard={"index": shard[0], "count": shard[1]}, input_digest=run.content_digest)
+        if run.writes and _part_done(out_path, report, log):
+            return json.loads(report_path_for(out_path).read_text(encoding="utf-8"))
     if not run.writes:
         run.run(None)
         report["rank_only"] = True
@@ -881,7 +912,137 @@ def augment_file(
     # a second identical command into the same output would redo the whole work beside this one: refused
     with pid_lock(out_path.with_name(out_path.name + ".lock"), f"output '{out_path}'", "choose another --output",
                   holder="uda-augment", held="it"):
+        if shard is not None:  # a part stopped before its end says so in its report
+            _write_report(out_path, {**report, "finished": False})
         stats, written, unchanged, skips = _write_rows(run, table, blank, out_path)
     _finish_report(report, out_path, len(table), run.U, stats, written, unchanged, skips,
                    time.perf_counter() - t0, copies, log)
+    return report
+
+
+# --------------------------------------------------------------------------------------------
+# shards: parts of one output made by separate jobs, then joined
+# --------------------------------------------------------------------------------------------
+
+# the report entries two parts of one output must share (the input by its content, so paths may differ)
+_PART_SETTINGS = ("method", "augmenter", "options", "copies", "seed", "chunk_size", "input_digest")
+
+
+def _write_report(out_path: Path, report: dict) -> Path:
+    rp = report_path_for(out_path)
+    tmp = rp.with_name(rp.name + ".tmp")
+    tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, rp)
+    return rp
+
+
+def parse_shard(value: str) -> tuple[int, int]:
+    """``"K/N"`` -> ``(K, N)`` with 0 <= K < N."""
+    k, sep, n = value.partition("/")
+    try:
+        kk, nn = int(k), int(n)
+    except ValueError:
+        kk = nn = -1
+    if not sep or nn < 1 or not 0 <= kk < nn:
+        raise ValueError(f"--shard {value!r}: expected K/N with 0 <= K < N, e.g. --shard 0/4")
+    return kk, nn
+
+
+def shard_part_path(output: str | os.PathLike, k: int, n: int) -> Path:
+    """Part K of N of ``output``: ``<output without .jsonl.gz>.shard-K-of-N.jsonl.gz``."""
+    base = report_path_for(output).name[: -len(".report.json")]
+    return Path(output).with_name(f"{base}.shard-{k}-of-{n}.jsonl.gz")
+
+
+def _read_report(path: Path) -> Optional[dict]:
+    rp = report_path_for(path)
+    try:
+        return json.loads(rp.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _part_done(out_path: Path, report: dict, log: Any) -> bool:
+    """Whether ``out_path`` is a finished part made with the settings of ``report``."""
+    old = _read_report(out_path)
+    if not out_path.exists() or not old or not old.get("finished") or old.get("shard") != report["shard"]:
+        return False
+    if any(old.get(k) != json.loads(json.dumps(report.get(k), default=str)) for k in _PART_SETTINGS):
+        return False
+    log(f"[augment] {out_path}: already done (shard {report['shard']['index']}/{report['shard']['count']}, "
+        f"same settings); delete it to redo it")
+    return True
+
+
+def _check_part(path: Path, k: int, n: int, first: Optional[dict]) -> dict:
+    """The report of part ``k`` of ``n``; DataError naming the part when it is missing, unfinished, or
+    made for another shard or with other settings than ``first`` (part 0's report)."""
+    if not path.exists():
+        raise DataError(f"part {k} of {n} is missing: '{path}'; run the same command with --shard {k}/{n}, then "
+                        f"join again")
+    rep = _read_report(path)
+    if rep is None or not rep.get("finished"):
+        raise DataError(f"part {k} of {n} '{path}' did not finish (its report {report_path_for(path)} "
+                        f"{'is missing or unreadable' if rep is None else 'says finished: false'}); rerun it "
+                        f"with --shard {k}/{n}")
+    claim = rep.get("shard") or {}
+    if claim != {"index": k, "count": n}:
+        raise DataError(f"part '{path}' was made as shard {claim.get('index')}/{claim.get('count')}, not {k}/{n} "
+                        f"(a duplicated or renamed part); remake it with --shard {k}/{n}")
+    for key in _PART_SETTINGS if first is not None else ():
+        if rep.get(key) != first.get(key):
+            raise DataError(f"part {k} of {n} '{path}' was made with another {key} than part 0 "
+                            f"({rep.get(key)!r} vs {first.get(key)!r}); remake it with part 0's settings")
+    return rep
+
+
+def _stray_parts(out: Path, n: int) -> list[Path]:
+    """Parts of ``out`` beside it made for another number of shards."""
+    base = shard_part_path(out, 0, 1).name[: -len("0-of-1.jsonl.gz")]
+    return sorted(p for p in out.parent.glob(f"{base}*-of-*.jsonl.gz")
+                  if not p.name.endswith(f"-of-{n}.jsonl.gz"))
+
+
+def join_shards(output: str | os.PathLike, shards: int, log: Any = None) -> dict:
+    """Write ``output`` from its ``shards`` parts (:func:`shard_part_path`), in shard order, after checking
+    that every part is there, finished, made for its own shard of ``shards`` and with the same settings.
+    Returns the joined report (also written beside ``output``)."""
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    out = Path(output)
+    _check_output_path(out, "--join")
+    if shards < 1:
+        raise ValueError(f"--shards must be at least 1, got {shards}")
+    stray = _stray_parts(out, shards)
+    if stray:
+        raise DataError(f"part '{stray[0]}' was made for another number of shards than --shards {shards}; "
+                        f"join with that number, or delete the parts of the other split")
+    parts = [shard_part_path(out, k, shards) for k in range(shards)]
+    reports: list[dict] = []
+    for k, path in enumerate(parts):
+        reports.append(_check_part(path, k, shards, reports[0] if reports else None))
+    tmp = out.with_name(out.name + ".tmp")
+    with open(tmp, "wb") as dst:  # gzip members one after another make one gzip stream
+        for path in parts:
+            with (open(path, "rb") if out.name.endswith(".gz") else gzip.open(path, "rb")) as src:
+                shutil.copyfileobj(src, dst, 1 << 20)
+    os.replace(tmp, out)
+    report = _joined_report(out, parts, reports)
+    report["report"] = str(_write_report(out, report))
+    log(f"[augment] joined {shards} parts into {out}: {report['rows_written']} rows; report {report['report']}")
+    return report
+
+
+def _joined_report(out: Path, parts: list[Path], reports: list[dict]) -> dict:
+    first = reports[0]
+    report = {k: first.get(k) for k in ("inputs", "method", "augmenter", "options", "copies", "seed",
+                                        "chunk_size", "input_digest", "rows_read", "bad_lines")}
+    report.update(output=str(out), parts=[str(p) for p in parts], shards=len(parts), finished=True)
+    for key in ("rows_written", "rows_skipped", "unique_texts", "texts_fully_cached", "texts_computed",
+                "copies_identical_to_original", "compute_seconds"):
+        report[key] = sum(r.get(key) or 0 for r in reports)
+    reasons: Counter = Counter()
+    for r in reports:
+        reasons.update(r.get("skip_reasons") or {})
+    report["skip_reasons"] = dict(reasons)
+    report["skipped"] = [e for r in reports for e in r.get("skipped") or []][:1000]
     return report

@@ -152,7 +152,7 @@ def augment_main(argv: Optional[list[str]] = None) -> int:
         overrides["data.path"], args.input = args.input[0], None
     elif args.data_path:
         overrides["data.path"] = args.data_path
-    if args.input:
+    if args.input or args.join is not None:  # --join reads only the parts
         return run(args)
     try:
         check_output_options(args.output, args.output_dir)  # before the pool is read
