@@ -293,6 +293,6 @@ def test_pseudo_label_shares_are_compared_with_the_prior_over_the_window():
     a = decision_stats(Decision(torch.tensor([0, 0]), torch.tensor([1.0, 1.0])), prior)
     b = decision_stats(Decision(torch.tensor([1, 1]), torch.tensor([1.0, 0.0])), prior)
     window = {k: (a[k] + b[k]) / 2 for k in a}  # two steps, their mean counts: class 0 twice, class 1 once
-    out = ratios_from_counts(window)
+    out = ratios_from_counts(window, prior)
     assert out["unsup/pseudo_prior_gap"] == pytest.approx(0.5 * (abs(2 / 3 - 0.5) + abs(1 / 3 - 0.5)))
     assert not any(k.startswith("unsup/_") for k in out)

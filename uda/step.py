@@ -125,8 +125,8 @@ def _family_step(family: Family, sup_loss: torch.Tensor, stats: dict, ori_logits
 
 def decision_stats(decision: Decision, prior: Optional[torch.Tensor]) -> dict:
     """What a method decided, for the logs: its global threshold, the range of its per-class thresholds,
-    and the weighted counts of its pseudo-labels per class beside the labelled prior (ratios_from_counts
-    makes unsup/pseudo_prior_gap of them over the logging window)."""
+    and the weighted counts of its pseudo-labels per class (ratios_from_counts compares their shares over
+    the logging window with the labelled prior: unsup/pseudo_prior_gap)."""
     out = {}
     if decision.threshold is not None:
         out["unsup/threshold"] = float(decision.threshold)
@@ -137,7 +137,6 @@ def decision_stats(decision: Decision, prior: Optional[torch.Tensor]) -> dict:
         w = decision.weight.detach().float().cpu()
         counts = torch.zeros(len(prior)).index_add_(0, decision.pseudo.cpu(), w)
         out.update({f"unsup/_pseudo_{c}": float(v) for c, v in enumerate(counts)})
-        out.update({f"unsup/_prior_{c}": float(v) for c, v in enumerate(prior.float().cpu())})
     return out
 
 
@@ -157,10 +156,10 @@ def target_accuracy(ori_logits: torch.Tensor, mask: torch.Tensor, hidden: Option
             "unsup/_confident_right": float((right & kept).sum()), "unsup/_confident_n": float((known & kept).sum())}
 
 
-def ratios_from_counts(scalars: dict) -> dict:
+def ratios_from_counts(scalars: dict, prior: Optional[torch.Tensor] = None) -> dict:
     """Turn the window's mean counts of target_accuracy into the two accuracies, and those of
     decision_stats into unsup/pseudo_prior_gap: the total variation between the kept pseudo-labels'
-    class shares over the window and the labelled prior (0: the same shares, 1: disjoint). Absent
+    class shares over the window and the labelled ``prior`` (0: the same shares, 1: disjoint). Absent
     counts: nothing."""
     out = {k: v for k, v in scalars.items() if not k.startswith("unsup/_")}
     for name, right, n in (("unsup/target_accuracy", "unsup/_target_right", "unsup/_target_n"),
@@ -169,7 +168,6 @@ def ratios_from_counts(scalars: dict) -> dict:
             out[name] = scalars[right] / scalars[n]
     pseudo = [scalars[k] for k in sorted((k for k in scalars if k.startswith("unsup/_pseudo_")),
                                          key=lambda k: int(k.rsplit("_", 1)[1]))]
-    if pseudo and sum(pseudo) > 0:
-        prior = [scalars[f"unsup/_prior_{c}"] for c in range(len(pseudo))]
-        out["unsup/pseudo_prior_gap"] = 0.5 * sum(abs(p / sum(pseudo) - q) for p, q in zip(pseudo, prior))
+    if prior is not None and pseudo and sum(pseudo) > 0:
+        out["unsup/pseudo_prior_gap"] = 0.5 * sum(abs(p / sum(pseudo) - float(q)) for p, q in zip(pseudo, prior))
     return out

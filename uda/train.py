@@ -300,7 +300,7 @@ def _log_window(run: Run, done: int, progress: float, lambda_u: float, window_t0
     st = run.state
     elapsed = max(time.time() - window_t0, 1e-9)
     scalars = mean_over_processes({k: v / max(st.window_steps, 1) for k, v in st.window.items()}, run.accelerator)
-    scalars = ratios_from_counts(scalars)
+    scalars = ratios_from_counts(scalars, run.data.class_prior)
     threshold = tsa_threshold(run.cfg.uda.tsa, progress, run.data.tsa_num_classes)
     scalars.update({"sup/tsa_threshold": threshold, "train/lr": run.scheduler.get_last_lr()[0],
                     **({"unsup/lambda_u": lambda_u} if run.unlabeled is not None else {}),
